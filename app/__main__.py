@@ -1,0 +1,7 @@
+"""`python -m app` runs the sleuth command line."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,287 @@
+"""The `sleuth` command line: drives an investigation without the UI.
+
+Every command takes ``--session PATH`` (default: the current investigation under
+``.sleuth/``). Bad input — an unknown id, a malformed ``sleuth.toml`` or catalog file, a
+corrupt session — is one line on stderr naming what and where, and exit status 2;
+nothing already stored is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from hypotheses import CatalogError
+from probes import TEMPLATE, ConfigError, load_config
+from sessions import Investigation, InvestigationError, StoreError, Workspace
+
+__all__ = ["main", "build_parser"]
+
+EXIT_BAD_INPUT = 2
+GLYPHS = {"open": "○", "supported": "●", "refuted": "✓", "confirmed": "★", "inconclusive": "?"}
+
+
+class UsageError(Exception):
+    """Bad input found by a command itself."""
+
+
+def _out(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    ws = Workspace(args.dir)
+    ws.root.mkdir(parents=True, exist_ok=True)
+    if ws.config_path.exists() and not args.force:
+        load_config(ws.config_path)  # still tell the user if the existing one is broken
+        print(f"{ws.config_path} exists; kept as it is")
+    else:
+        ws.config_path.write_text(TEMPLATE, encoding="utf-8")
+        print(f"wrote {ws.config_path}")
+    ws.user_hypotheses.mkdir(parents=True, exist_ok=True)
+    if ws.current_path() is None or args.title:
+        inv = ws.create(args.title or ws.root.name)
+        print(f"started investigation {inv.path}")
+        inv.close()
+    else:
+        print(f"current investigation: {ws.current_path()}")
+    print(f"your own hypotheses go in {ws.user_hypotheses}/*.toml (schema: docs/catalog.md)")
+    return 0
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    ws = Workspace(".")
+    inv = ws.create(args.title)
+    print(f"started investigation {inv.path}")
+    inv.close()
+    return 0
+
+
+def _open(args: argparse.Namespace, create: bool = True) -> Investigation:
+    ws = Workspace(".")
+    load_config(ws.config_path)  # a broken sleuth.toml is reported before anything is written
+    return ws.open(args.session, create=create)
+
+
+def cmd_hypotheses(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        tree = inv.hypotheses_json()
+        if args.json:
+            _out(tree)
+            return 0
+
+        def show(node: dict[str, Any], depth: int) -> None:
+            ev = node["evidence"]
+            links = " ".join(f"{link['kind']} {link['to']}" for link in node["links"] if link["kind"] != "refines")
+            print(
+                f"{'  ' * depth}{GLYPHS[node['status']]} {node['id']:<{24 - 2 * depth}} {node['status']:<12} "
+                f"{ev['supports']}▲ {ev['refutes']}▼ {ev['inconclusive']}?  "
+                f"probes: {', '.join(node['probes']) or '-'}  remedies: {', '.join(node['remedies']) or '-'}"
+                + (f"  ({links})" if links else "")
+            )
+            for child in node["refinements"]:
+                show(child, depth + 1)
+
+        for node in tree:
+            show(node, 0)
+    return 0
+
+
+def cmd_hypothesis_add(args: argparse.Namespace) -> int:
+    links = [("refines", h) for h in args.refines] + [("competes", h) for h in args.competes]
+    links += [("exposes", h) for h in args.exposes]
+    with _open(args) as inv:
+        inv.add_hypothesis(args.id, args.title or args.id, args.claim or "", args.explains, links)
+        print(f"added hypothesis {args.id} to {inv.path}")
+    return 0
+
+
+def cmd_symptom_add(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.add_symptom(args.id, args.title or "", args.text or "")
+        print(f"added symptom {args.id}")
+    return 0
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.link(args.src, args.kind, args.dst)
+        print(f"linked {args.src} {args.kind} {args.dst}")
+    return 0
+
+
+def cmd_note(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.add_note(" ".join(args.text), args.about)
+        print("noted")
+    return 0
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.mark_baseline(_run_id(args.run))
+        print(f"run #{_run_id(args.run)} is the baseline of its target")
+    return 0
+
+
+def _run_id(text: str) -> int:
+    digits = text.lstrip("#")
+    if not digits.isdigit():
+        raise UsageError(f"{text!r} is not a run number (#N)")
+    return int(digits)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    path = Workspace(".").resolve(args.path or args.session)
+    with Investigation.replay(path, args.at) as inv:
+        snap = inv.state.snapshot()
+        snap["events_total"] = inv.store.event_count()
+        if args.json:
+            _out(snap)
+            return 0
+        print(f"{path} at event {snap['event']} of {snap['events_total']}: {snap['title']}")
+        for h in snap["hypotheses"]:
+            print(f"  {GLYPHS[h['status']]} {h['id']:<22} {h['status']}")
+        for f in snap["flags"]:
+            print(f"  ⚑ {f['kind']}: {f['message']}")
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    path = Workspace(".").resolve(args.session)
+    with Investigation.replay(path) as inv:
+        events = [e.to_dict() for e in inv.store.events()]
+        if args.json:
+            _out(events)
+            return 0
+        t0 = events[0]["ts"] if events else 0.0
+        for e in events:
+            stamp = time.strftime("%H:%M:%S", time.gmtime(e["ts"] - t0))
+            brief = e["data"].get("message") or e["data"].get("id") or e["data"].get("text") or e["data"].get("run", "")
+            print(f"{e['seq']:>5} +{stamp} {e['kind']:<22} {brief}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    path = Workspace(".").resolve(args.session)
+    with Investigation.replay(path) as inv:
+        if args.format != "json":
+            raise UsageError(f"export format {args.format!r} is not built yet; use --format json")
+        text = json.dumps(inv.export_json(), indent=1, sort_keys=True) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with _open(args, create=False) as inv:
+        st = inv.state
+        print(f"{inv.path}: {st.title}")
+        print(f"  {inv.store.event_count()} events, {len(st.runs)} runs, {len(st.flags)} flags")
+        for h in st.hypotheses:
+            print(f"  {GLYPHS[st.status(h)]} {h:<22} {st.status(h)}")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--session", metavar="PATH", help="session file (default: the current investigation in .sleuth/)")
+    parser = argparse.ArgumentParser(
+        prog="sleuth",
+        description="A debugging assistant for failures in remote GPU training: hypotheses, "
+        "probes on the real target, every byte of output, circular-retest warnings, remedies, replay.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help: str, parent: Any = sub) -> argparse.ArgumentParser:
+        p = parent.add_parser(name, help=help, description=help, parents=[common])
+        p.set_defaults(func=func)
+        return p
+
+    p = add("init", cmd_init, "write a commented sleuth.toml and start an investigation here")
+    p.add_argument("dir", nargs="?", default=".", help="directory (default: here)")
+    p.add_argument("--title", help="title of the investigation")
+    p.add_argument("--force", action="store_true", help="overwrite an existing sleuth.toml")
+
+    p = add("new", cmd_new, "start a new investigation and make it current")
+    p.add_argument("title", nargs="?", default="investigation")
+
+    add("status", cmd_status, "the current investigation in a few lines")
+
+    p = add("hypotheses", cmd_hypotheses, "list hypotheses with their derived status and evidence")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    hyp = sub.add_parser("hypothesis", help="add a hypothesis of your own", description="add a hypothesis of your own")
+    hyp_sub = hyp.add_subparsers(dest="action", metavar="ACTION")
+    hyp_sub.required = True
+    p = add("add", cmd_hypothesis_add, "add a hypothesis to the investigation", hyp_sub)
+    p.add_argument("id")
+    p.add_argument("--title")
+    p.add_argument("--claim")
+    p.add_argument("--explains", action="append", default=[], metavar="SYMPTOM")
+    p.add_argument("--refines", action="append", default=[], metavar="HYPOTHESIS")
+    p.add_argument("--competes", action="append", default=[], metavar="HYPOTHESIS")
+    p.add_argument("--exposes", action="append", default=[], metavar="HYPOTHESIS")
+
+    sym = sub.add_parser("symptom", help="record what was observed", description="record what was observed")
+    sym_sub = sym.add_subparsers(dest="action", metavar="ACTION")
+    sym_sub.required = True
+    p = add("add", cmd_symptom_add, "add a symptom (a catalog id such as fx-trace-error fills in the text)", sym_sub)
+    p.add_argument("id")
+    p.add_argument("--title")
+    p.add_argument("--text")
+
+    p = add("link", cmd_link, "link two hypotheses (refines, competes, exposes) or a hypothesis to a symptom (explains)")
+    p.add_argument("src", metavar="HYPOTHESIS")
+    p.add_argument("kind", choices=["refines", "competes", "exposes", "explains"])
+    p.add_argument("dst", metavar="TARGET")
+
+    p = add("note", cmd_note, "add a note to the timeline")
+    p.add_argument("text", nargs="+")
+    p.add_argument("--about", metavar="ID", help="a hypothesis id or a run (#N)")
+
+    p = add("baseline", cmd_baseline, "mark a completed run as the baseline of its target")
+    p.add_argument("run", metavar="#N")
+
+    p = add("replay", cmd_replay, "the investigation as it stood at event K")
+    p.add_argument("path", nargs="?", help="session file (default: current)")
+    p.add_argument("--at", type=int, metavar="K", help="fold events 1..K (default: all)")
+    p.add_argument("--json", action="store_true", help="print the folded state as JSON")
+
+    p = add("events", cmd_events, "the event log")
+    p.add_argument("--json", action="store_true")
+
+    p = add("export", cmd_export, "export the session")
+    p.add_argument("--format", default="json", help="json")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError) as exc:
+        print(f"sleuth: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

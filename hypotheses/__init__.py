@@ -1,0 +1,51 @@
+"""Pure domain of sleuth: the hypothesis graph, the catalog, verdict rules, retest detection.
+
+Imports nothing from probes/, sessions/ or app/, and does no I/O beyond reading catalog files.
+"""
+
+from __future__ import annotations
+
+from .catalog import (
+    BUILTIN_DIR,
+    LINK_KINDS,
+    Catalog,
+    CatalogError,
+    HypothesisDef,
+    ProbeTest,
+    SymptomDef,
+    load_catalog,
+)
+from .model import STATUSES, Application, Event, Flag, InvestigationState, PreRunCheck, RunInfo
+from .rules import MissingField, Rule, RuleError, compile_rule
+from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key
+from .verdict import EVIDENCE_CLASSES, Verdict, judge
+
+__all__ = [
+    "Application",
+    "BUILTIN_DIR",
+    "Catalog",
+    "CatalogError",
+    "EVIDENCE_CLASSES",
+    "Event",
+    "Flag",
+    "HypothesisDef",
+    "InvestigationState",
+    "LINK_KINDS",
+    "MissingField",
+    "PreRunCheck",
+    "ProbeTest",
+    "Rule",
+    "RuleError",
+    "RunInfo",
+    "STATE_COMPONENTS",
+    "STATUSES",
+    "SymptomDef",
+    "Verdict",
+    "canonical",
+    "check_key",
+    "compile_rule",
+    "component_keys",
+    "judge",
+    "load_catalog",
+    "state_key",
+]

@@ -1,0 +1,487 @@
+"""The investigation as a fold of events: a networkx graph plus the indexes queries need.
+
+Nothing here is stored: every field is derived from the event sequence, so folding the first
+k events gives the investigation exactly as it stood at event k (that is replay). A
+hypothesis's status is computed from its evidence and the remedy applications on demand.
+
+Node ids: ``symptom:ID``, ``hyp:ID``, ``probe:ID``, ``remedy:ID``, ``run:N``, ``app:N``.
+Edge kinds are those of ARCHITECTURE.md: explains, tests, of, evidence, addresses, applied,
+verified-by, and between hypotheses refines, competes, exposes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+import networkx as nx
+
+from .catalog import HypothesisDef, SymptomDef
+from .state import check_key, component_keys, state_key
+
+__all__ = [
+    "Application",
+    "Event",
+    "Flag",
+    "InvestigationState",
+    "PreRunCheck",
+    "RunInfo",
+    "STATUSES",
+]
+
+STATUSES = ("open", "supported", "refuted", "confirmed", "inconclusive")
+# Only these runs asked their question for real; a transport fault or a kill did not, so a
+# repeat of one is not a circular retest.
+_ANSWERED = ("completed", "failed", "no_result")
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    ts: float
+    kind: str
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "ts": self.ts, "kind": self.kind, "data": self.data}
+
+
+@dataclass
+class RunInfo:
+    id: int
+    probe: str
+    params: dict[str, Any]
+    target: str
+    kind: str  # "probe" | "script" | "shell"
+    check_key: str
+    started_ts: float
+    started_seq: int
+    remedies: tuple[str, ...] = ()
+    retest_of: int | None = None
+    classification: str | None = None
+    reason: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    state: dict[str, Any] | None = None
+    state_key: str | None = None
+    lines: dict[str, int] = field(default_factory=dict)
+    finished_ts: float | None = None
+    finished_seq: int | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.finished_ts is None else self.finished_ts - self.started_ts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "probe": self.probe,
+            "params": self.params,
+            "target": self.target,
+            "kind": self.kind,
+            "check_key": self.check_key,
+            "state_key": self.state_key,
+            "retest_of": self.retest_of,
+            "classification": self.classification,
+            "reason": self.reason,
+            "result": self.result,
+            "lines": self.lines,
+            "started": self.started_ts,
+            "finished": self.finished_ts,
+        }
+
+
+@dataclass
+class Application:
+    id: int
+    remedy: str
+    hypothesis: str | None
+    target: str
+    files: list[dict[str, Any]]
+    applied_ts: float
+    active: bool = True
+    verifications: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return self.remedy + ":" + ",".join(sorted(f.get("after_sha", "") for f in self.files))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "remedy": self.remedy,
+            "hypothesis": self.hypothesis,
+            "target": self.target,
+            "files": [{k: v for k, v in f.items() if k not in ("before", "after")} for f in self.files],
+            "active": self.active,
+            "verifications": self.verifications,
+        }
+
+
+@dataclass(frozen=True)
+class Flag:
+    kind: str  # "circular-retest" | "oscillation" | "revisit"
+    seq: int
+    ts: float
+    target: str
+    message: str
+    run: int | None = None
+    earlier: int | None = None
+    hypothesis: str | None = None
+    component: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class PreRunCheck:
+    """What the model says before a run: is it a retest, does it revisit a refuted idea."""
+
+    check_key: str
+    expected_state: str | None
+    retest_of: RunInfo | None = None
+    revisits: tuple[str, ...] = ()
+
+    @property
+    def flagged(self) -> bool:
+        return self.retest_of is not None or bool(self.revisits)
+
+
+class InvestigationState:
+    """Fold events into the graph and the indexes; answer status and retest questions."""
+
+    def __init__(self) -> None:
+        self.graph = nx.MultiDiGraph()
+        self.title = ""
+        self.created_ts: float | None = None
+        self.last_seq = 0
+        self.last_ts: float | None = None
+        self.symptoms: dict[str, SymptomDef] = {}
+        self.hypotheses: dict[str, HypothesisDef] = {}
+        self.runs: dict[int, RunInfo] = {}
+        self.applications: dict[int, Application] = {}
+        self.flags: list[Flag] = []
+        self.notes: list[dict[str, Any]] = []
+        self.baselines: dict[str, int] = {}  # target -> run id
+        self.evidence: dict[str, list[dict[str, Any]]] = {}  # hypothesis -> entries
+        self.user_links: list[tuple[str, str, str]] = []
+        self._by_check: dict[str, list[int]] = {}
+        self._known_state: dict[str, dict[str, Any] | None] = {}  # target -> last reported state
+        self._history: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (target, part)
+        self._refuted_at: dict[str, str | None] = {}  # hypothesis -> state key of refuting run
+        self._handlers: dict[str, Callable[[Event], None]] = {
+            "investigation.created": self._created,
+            "symptom.added": self._symptom,
+            "hypothesis.added": self._hypothesis,
+            "link.added": self._link,
+            "run.started": self._run_started,
+            "run.finished": self._run_finished,
+            "evidence.recorded": self._evidence,
+            "remedy.applied": self._applied,
+            "remedy.reverted": self._reverted,
+            "application.verified": self._verified,
+            "flag.raised": self._flag,
+            "note.added": self._note,
+            "baseline.marked": self._baseline,
+        }
+
+    # ---------------------------------------------------------------- folding
+
+    @classmethod
+    def fold(cls, events: Iterable[Event]) -> InvestigationState:
+        state = cls()
+        for event in events:
+            state.apply(event)
+        return state
+
+    def apply(self, event: Event) -> None:
+        handler = self._handlers.get(event.kind)
+        if handler is not None:  # unknown kinds come from newer versions: keep, skip
+            handler(event)
+        self.last_seq = event.seq
+        self.last_ts = event.ts
+
+    def _created(self, e: Event) -> None:
+        self.title = e.data.get("title", "")
+        self.created_ts = e.ts
+
+    def _symptom(self, e: Event) -> None:
+        sym = SymptomDef(e.data["id"], e.data.get("title", e.data["id"]), e.data.get("text", ""))
+        self.symptoms[sym.id] = sym
+        self.graph.add_node(f"symptom:{sym.id}", kind="symptom", title=sym.title)
+        for hyp in self.hypotheses.values():
+            if sym.id in hyp.explains:
+                self.graph.add_edge(f"hyp:{hyp.id}", f"symptom:{sym.id}", key="explains", kind="explains")
+
+    def _hypothesis(self, e: Event) -> None:
+        hyp = HypothesisDef.from_dict(e.data)
+        node = f"hyp:{hyp.id}"
+        if node in self.graph:  # a newer definition replaces the catalog edges
+            stale = [
+                (u, v, k)
+                for u, v, k, d in self.graph.out_edges(node, keys=True, data=True)
+                if d.get("catalog")
+            ] + [
+                (u, v, k)
+                for u, v, k, d in self.graph.in_edges(node, keys=True, data=True)
+                if d.get("catalog")
+            ]
+            self.graph.remove_edges_from(stale)
+        self.hypotheses[hyp.id] = hyp
+        self.evidence.setdefault(hyp.id, [])
+        self.graph.add_node(node, kind="hypothesis", title=hyp.title)
+        for sym in hyp.explains:
+            if sym in self.symptoms:
+                self.graph.add_edge(node, f"symptom:{sym}", key="explains", kind="explains", catalog=True)
+        for test in hyp.probes:
+            self.graph.add_node(f"probe:{test.probe}", kind="probe")
+            self.graph.add_edge(
+                f"probe:{test.probe}", node, key="tests", kind="tests", prediction=test.predicts, catalog=True
+            )
+        for remedy in hyp.remedies:
+            self.graph.add_node(f"remedy:{remedy}", kind="remedy")
+            self.graph.add_edge(f"remedy:{remedy}", node, key="addresses", kind="addresses", catalog=True)
+        for kind, other in hyp.links:
+            self.graph.add_node(f"hyp:{other}")  # may be defined later
+            self.graph.add_edge(node, f"hyp:{other}", key=kind, kind=kind, catalog=True)
+
+    def _link(self, e: Event) -> None:
+        src, dst, kind = e.data["src"], e.data["dst"], e.data["kind"]
+        self.user_links.append((src, dst, kind))
+        self.graph.add_edge(src, dst, key=kind, kind=kind)
+
+    def _run_started(self, e: Event) -> None:
+        d = e.data
+        run = RunInfo(
+            id=d["run"],
+            probe=d["probe"],
+            params=d.get("params", {}),
+            target=d["target"],
+            kind=d.get("kind", "probe"),
+            check_key=d["check_key"],
+            started_ts=e.ts,
+            started_seq=e.seq,
+            remedies=tuple(d.get("remedies", ())),
+            retest_of=d.get("retest_of"),
+        )
+        self.runs[run.id] = run
+        self.graph.add_node(f"run:{run.id}", kind="run")
+        self.graph.add_node(f"probe:{run.probe}", kind="probe")
+        self.graph.add_edge(f"run:{run.id}", f"probe:{run.probe}", key="of", kind="of")
+
+    def _run_finished(self, e: Event) -> None:
+        d = e.data
+        run = self.runs[d["run"]]
+        run.classification = d["classification"]
+        run.reason = d.get("reason", "")
+        run.records = d.get("records", [])
+        run.result = d.get("result", {})
+        run.lines = d.get("lines", {})
+        run.finished_ts = e.ts
+        run.finished_seq = e.seq
+        self.graph.nodes[f"run:{run.id}"]["classification"] = run.classification
+        reported = d.get("state")
+        if reported is not None:
+            run.state = reported
+            run.state_key = state_key(reported, run.remedies)
+            self._known_state[run.target] = reported
+            for part, key in component_keys(reported).items():
+                history = self._history.setdefault((run.target, part), [])
+                if not history or history[-1][0] != key:
+                    history.append((key, run.id))
+        elif run.kind == "shell" or d.get("state_unknown"):
+            # A shell command may have changed anything (pip install, rm -rf a cache):
+            # what we knew of the target's state is no longer known.
+            self._known_state[run.target] = None
+        if run.classification in _ANSWERED and run.state_key is not None:
+            self._by_check.setdefault(run.check_key, []).append(run.id)
+
+    def _evidence(self, e: Event) -> None:
+        d = e.data
+        entry = {
+            "run": d["run"],
+            "verdict": d["verdict"],
+            "rule": d.get("rule", ""),
+            "fields": d.get("fields", {}),
+            "seq": e.seq,
+        }
+        self.evidence.setdefault(d["hypothesis"], []).append(entry)
+        self.graph.add_edge(
+            f"run:{d['run']}", f"hyp:{d['hypothesis']}", key="evidence", kind="evidence", verdict=d["verdict"]
+        )
+        if d["verdict"] == "refutes":
+            self._refuted_at[d["hypothesis"]] = self.runs[d["run"]].state_key
+
+    def _applied(self, e: Event) -> None:
+        d = e.data
+        app = Application(
+            id=d["application"],
+            remedy=d["remedy"],
+            hypothesis=d.get("hypothesis"),
+            target=d.get("target", "local"),
+            files=d.get("files", []),
+            applied_ts=e.ts,
+        )
+        self.applications[app.id] = app
+        self.graph.add_node(f"remedy:{app.remedy}", kind="remedy")
+        self.graph.add_node(f"app:{app.id}", kind="application")
+        self.graph.add_edge(f"app:{app.id}", f"remedy:{app.remedy}", key="applied", kind="applied")
+
+    def _reverted(self, e: Event) -> None:
+        self.applications[e.data["application"]].active = False
+
+    def _verified(self, e: Event) -> None:
+        d = e.data
+        app = self.applications[d["application"]]
+        app.verifications.append({"run": d["run"], "hypothesis": d["hypothesis"], "outcome": d["outcome"]})
+        self.graph.add_edge(
+            f"app:{app.id}", f"run:{d['run']}", key="verified-by", kind="verified-by", outcome=d["outcome"]
+        )
+
+    def _flag(self, e: Event) -> None:
+        d = e.data
+        self.flags.append(
+            Flag(
+                kind=d["flag"],
+                seq=e.seq,
+                ts=e.ts,
+                target=d.get("target", ""),
+                message=d.get("message", ""),
+                run=d.get("run"),
+                earlier=d.get("earlier"),
+                hypothesis=d.get("hypothesis"),
+                component=d.get("component"),
+            )
+        )
+
+    def _note(self, e: Event) -> None:
+        self.notes.append({"seq": e.seq, "ts": e.ts, "text": e.data["text"], "about": e.data.get("about")})
+
+    def _baseline(self, e: Event) -> None:
+        self.baselines[e.data["target"]] = e.data["run"]
+
+    # ---------------------------------------------------------------- queries
+
+    def next_run_id(self) -> int:
+        return len(self.runs) + 1
+
+    def next_application_id(self) -> int:
+        return len(self.applications) + 1
+
+    def active_remedies(self, target: str) -> tuple[str, ...]:
+        return tuple(sorted(a.digest for a in self.applications.values() if a.active and a.target == target))
+
+    def expected_state(self, target: str) -> str | None:
+        """The target's state key as far as we know it now; None when unknown."""
+        known = self._known_state.get(target)
+        if known is None:
+            return None
+        return state_key(known, self.active_remedies(target))
+
+    def testing(self, probe: str) -> list[str]:
+        return [h.id for h in self.hypotheses.values() if any(t.probe == probe for t in h.probes)]
+
+    def evidence_counts(self, hypothesis: str) -> dict[str, int]:
+        counts = {"supports": 0, "refutes": 0, "inconclusive": 0}
+        for entry in self.evidence.get(hypothesis, ()):
+            counts[entry["verdict"]] += 1
+        return counts
+
+    def fixed_by(self, hypothesis: str) -> Application | None:
+        """The active application verified to make the symptom stop, if any."""
+        for app in self.applications.values():
+            if app.active and any(
+                v["hypothesis"] == hypothesis and v["outcome"] == "fixed" for v in app.verifications
+            ):
+                return app
+        return None
+
+    def status(self, hypothesis: str) -> str:
+        """open | supported | refuted | confirmed | inconclusive — derived, never stored."""
+        counts = self.evidence_counts(hypothesis)
+        if counts["supports"] and counts["refutes"]:
+            return "inconclusive"
+        if counts["supports"]:
+            return "confirmed" if self.fixed_by(hypothesis) else "supported"
+        if counts["refutes"]:
+            return "refuted"
+        if counts["inconclusive"]:
+            return "inconclusive"
+        return "open"
+
+    def check_before_run(self, probe: str, params: Mapping[str, Any], target: str) -> PreRunCheck:
+        """Is running *probe* now a circular retest, or a revisit of a refuted hypothesis?"""
+        ck = check_key(probe, params, target)
+        expected = self.expected_state(target)
+        if expected is None:
+            return PreRunCheck(ck, None)
+        retest = None
+        for run_id in reversed(self._by_check.get(ck, ())):
+            if self.runs[run_id].state_key == expected:
+                retest = self.runs[run_id]
+                break
+        revisits = tuple(
+            h
+            for h in self.testing(probe)
+            if self.status(h) == "refuted" and self._refuted_at.get(h) == expected
+        )
+        return PreRunCheck(ck, expected, retest, revisits)
+
+    def oscillations(self, run_id: int) -> list[tuple[str, int, int]]:
+        """(part, earlier run, previous run) for each state part that *run_id* returned to."""
+        run = self.runs[run_id]
+        found = []
+        for (target, part), history in self._history.items():
+            if target != run.target or not history or history[-1][1] != run_id:
+                continue
+            key = history[-1][0]
+            earlier = [rid for k, rid in history[:-1] if k == key]
+            if earlier:
+                found.append((part, earlier[-1], history[-2][1]))
+        return found
+
+    def children(self, hypothesis: str) -> list[str]:
+        return [h.id for h in self.hypotheses.values() if ("refines", hypothesis) in h.links]
+
+    def parent(self, hypothesis: str) -> str | None:
+        for kind, other in self.hypotheses[hypothesis].links:
+            if kind == "refines":
+                return other
+        return None
+
+    def hypothesis_summary(self, hypothesis: str) -> dict[str, Any]:
+        hyp = self.hypotheses[hypothesis]
+        links = [{"kind": k, "to": t} for k, t in hyp.links]
+        links += [
+            {"kind": kind, "to": dst.split(":", 1)[1]}
+            for src, dst, kind in self.user_links
+            if src == f"hyp:{hypothesis}"
+        ]
+        return {
+            "id": hyp.id,
+            "title": hyp.title,
+            "status": self.status(hyp.id),
+            "claim": hyp.claim,
+            "probes": [t.probe for t in hyp.probes],
+            "remedies": list(hyp.remedies),
+            "evidence": self.evidence_counts(hyp.id),
+            "explains": list(hyp.explains),
+            "links": links,
+            "refines": self.parent(hyp.id),
+            "source": hyp.source,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole folded state as plain data (what replay --json prints)."""
+        return {
+            "event": self.last_seq,
+            "title": self.title,
+            "symptoms": [s.to_dict() for s in self.symptoms.values()],
+            "hypotheses": [self.hypothesis_summary(h) for h in self.hypotheses],
+            "runs": [r.to_dict() for r in self.runs.values()],
+            "applications": [a.to_dict() for a in self.applications.values()],
+            "flags": [f.to_dict() for f in self.flags],
+            "notes": self.notes,
+            "baselines": self.baselines,
+        }

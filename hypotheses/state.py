@@ -1,0 +1,41 @@
+"""Check keys and state keys: what a run asked, and the state of the target it ran in.
+
+A run's *check key* is (probe, parameters, target). Its *state key* digests what the run
+reported about its environment (interpreter, distribution versions, CUDA/driver), its code
+(hash of the code tree), its compile caches, plus the remedies applied on that target when
+it started. Two runs with the same check key and state key asked the same question of the
+same world: the second one is a circular retest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Iterable, Mapping
+
+__all__ = ["STATE_COMPONENTS", "check_key", "component_keys", "state_key", "canonical"]
+
+# The parts of a run's reported state, each digested on its own so that oscillation can be
+# told per part (the environment went back to cu128; the code went back to before the lock).
+STATE_COMPONENTS = ("env", "code", "caches")
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical(value).encode()).hexdigest()[:16]
+
+
+def check_key(probe: str, params: Mapping[str, Any], target: str) -> str:
+    return _digest({"probe": probe, "params": dict(params), "target": target})
+
+
+def component_keys(state: Mapping[str, Any]) -> dict[str, str]:
+    return {part: _digest(state.get(part)) for part in STATE_COMPONENTS}
+
+
+def state_key(state: Mapping[str, Any], remedies: Iterable[str] = ()) -> str:
+    """Digest of a reported state plus the active remedy applications (their digests)."""
+    return _digest({"parts": component_keys(state), "remedies": sorted(remedies)})

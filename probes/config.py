@@ -1,0 +1,257 @@
+"""Targets from ``sleuth.toml``: where probes run and through which hops.
+
+Each ``[targets.NAME]`` table is one target. ``local`` always exists (this machine, no hops)
+unless the file redefines it. Every error names the file, line and column and the key::
+
+    sleuth.toml:14:1: targets.ct200.container.kind: 'pctt' is not one of pct, docker, ...
+
+Exceptions:
+    ConfigError     the file does not parse or a target is malformed
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
+
+__all__ = ["CONTAINER_KINDS", "Config", "ConfigError", "Container", "Target", "load_config", "TEMPLATE"]
+
+CONTAINER_KINDS = ("pct", "docker", "podman", "kubectl", "lxc-attach", "srun", "none")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ConfigError(ValueError):
+    def __init__(self, path: Path | str, line: int, col: int, message: str) -> None:
+        super().__init__(f"{path}:{line}:{col}: {message}")
+        self.path, self.line, self.col, self.message = str(path), line, col, message
+
+
+@dataclass(frozen=True)
+class Container:
+    kind: str
+    id: str = ""
+    user: str = ""  # docker/podman --user, kubectl container (-c)
+    namespace: str = ""  # kubectl -n
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    ssh: str | None = None  # host, user@host or an ~/.ssh/config alias
+    jump: tuple[str, ...] = ()
+    port: int | None = None
+    user: str | None = None
+    identity: str | None = None
+    container: Container | None = None
+    python: str = "python3"
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+    code_local: str | None = None
+    code_remote: str | None = None
+    connect_timeout: float = 10.0
+    timeout: float = 600.0  # default run timeout of a probe
+    known_hosts: str | None = None  # None: the user's ~/.ssh/known_hosts (enforced)
+    origin: str = ""  # file:line
+
+    @property
+    def is_local(self) -> bool:
+        return self.ssh is None
+
+    def describe(self) -> str:
+        hops = []
+        if self.ssh:
+            hops += [f"ssh {j}" for j in self.jump] + [f"ssh {self.ssh}"]
+        else:
+            hops.append("local")
+        if self.container and self.container.kind != "none":
+            hops.append(f"{self.container.kind} {self.container.id}".strip())
+        hops.append(self.python)
+        return " → ".join(hops)
+
+
+@dataclass
+class Config:
+    path: Path | None
+    targets: dict[str, Target]
+
+    def target(self, name: str) -> Target:
+        if name not in self.targets:
+            where = self.path or "sleuth.toml"
+            raise ConfigError(where, 1, 1, f"no target {name!r}; targets: {', '.join(self.targets)}")
+        return self.targets[name]
+
+
+_KEYS = {
+    "ssh", "jump", "port", "user", "identity", "container", "python", "env", "workdir",
+    "code", "connect_timeout", "timeout", "known_hosts",
+}
+
+
+class _Lines:
+    def __init__(self, path: Path, text: str) -> None:
+        self.path, self.lines = path, text.splitlines()
+
+    def header(self, name: str) -> int:
+        pattern = re.compile(rf"^\s*\[\s*targets\.[\"']?{re.escape(name)}[\"']?\s*\]")
+        for i, line in enumerate(self.lines, 1):
+            if pattern.match(line):
+                return i
+        for i, line in enumerate(self.lines, 1):  # inline: targets.NAME = {...} or [targets] NAME = ...
+            if re.match(rf"^\s*(targets\.)?{re.escape(name)}\s*=", line):
+                return i
+        return 1
+
+    def key(self, name: str, key: str) -> tuple[int, int]:
+        start = self.header(name)
+        pattern = re.compile(rf"^(\s*){re.escape(key)}\s*[.=]")
+        for i in range(start + 1, len(self.lines) + 1):
+            line = self.lines[i - 1]
+            if re.match(r"^\s*\[", line):
+                break
+            m = pattern.match(line)
+            if m:
+                return i, len(m.group(1)) + 1
+        return start, 1
+
+    def error(self, name: str, key: str | None, message: str) -> ConfigError:
+        line, col = self.key(name, key) if key else (self.header(name), 1)
+        return ConfigError(self.path, line, col, message)
+
+
+def load_config(path: Path | str | None) -> Config:
+    """Parse *path* (None or missing file: just the ``local`` target)."""
+    targets = {"local": Target(name="local", origin="built-in")}
+    if path is None or not Path(path).is_file():
+        return Config(None, targets)
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = tomlkit.parse(text).unwrap()
+    except tomlkit.exceptions.ParseError as exc:
+        raise ConfigError(path, exc.line, exc.col, str(exc).split(" at line")[0]) from None
+    loc = _Lines(path, text)
+    unknown = set(doc) - {"targets", "sleuth"}
+    if unknown:
+        key = sorted(unknown)[0]
+        line = next((i for i, ln in enumerate(loc.lines, 1) if key in ln), 1)
+        raise ConfigError(path, line, 1, f"unknown top-level key {key!r}; sleuth.toml holds [targets.NAME] tables")
+    raw = doc.get("targets", {})
+    if not isinstance(raw, dict):
+        raise ConfigError(path, 1, 1, "targets must be a table of [targets.NAME] tables")
+    for name, table in raw.items():
+        if not _NAME.match(name):
+            raise loc.error(name, None, f"targets.{name}: a target name is letters, digits, '.', '-', '_'")
+        if not isinstance(table, dict):
+            raise loc.error(name, None, f"targets.{name} must be a table")
+        targets[name] = _target(name, table, loc)
+    return Config(path, targets)
+
+
+def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:
+    where = f"targets.{name}"
+    extra = sorted(set(t) - _KEYS)
+    if extra:
+        raise loc.error(name, extra[0], f"{where}.{extra[0]}: unknown key; known keys: {', '.join(sorted(_KEYS))}")
+
+    def need(key: str, kind: type | tuple[type, ...], what: str) -> Any:
+        value = t.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise loc.error(name, key, f"{where}.{key}: must be {what}, got {value!r}")
+        return value
+
+    ssh = need("ssh", str, "a host, user@host or ~/.ssh/config alias")
+    jump = t.get("jump", [])
+    if isinstance(jump, str):
+        jump = [jump]
+    if not isinstance(jump, list) or not all(isinstance(j, str) and j for j in jump):
+        raise loc.error(name, "jump", f"{where}.jump: must be a host or a list of hosts, got {jump!r}")
+    if jump and not ssh:
+        raise loc.error(name, "jump", f"{where}.jump: a jump chain needs ssh = the host behind it")
+    port = need("port", int, "a port number")
+    if port is not None and not 0 < port < 65536:
+        raise loc.error(name, "port", f"{where}.port: {port} is not a port number")
+    container = None
+    c = t.get("container")
+    if c is not None:
+        if isinstance(c, str):
+            c = {"kind": c}
+        if not isinstance(c, dict):
+            raise loc.error(name, "container", f"{where}.container: must be {{ kind = ..., id = ... }}")
+        kind = c.get("kind")
+        if kind not in CONTAINER_KINDS:
+            raise loc.error(
+                name, "container", f"{where}.container.kind: {kind!r} is not one of {', '.join(CONTAINER_KINDS)}"
+            )
+        bad = sorted(set(c) - {"kind", "id", "user", "namespace"})
+        if bad:
+            raise loc.error(name, "container", f"{where}.container.{bad[0]}: unknown key")
+        cid = str(c.get("id", ""))
+        if kind != "none" and not cid:
+            raise loc.error(name, "container", f"{where}.container.id: a {kind} container needs an id")
+        container = Container(kind, cid, str(c.get("user", "")), str(c.get("namespace", "")))
+    env = t.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in env.values()):
+        raise loc.error(name, "env", f"{where}.env: must be a table of NAME = \"value\"")
+    code = t.get("code")
+    code_local = code_remote = None
+    if code is not None:
+        if isinstance(code, str):
+            code = {"local": code}
+        if not isinstance(code, dict) or not set(code) <= {"local", "remote"} or not code:
+            raise loc.error(name, "code", f"{where}.code: must be {{ local = \"dir\", remote = \"/path\" }}")
+        code_local, code_remote = code.get("local"), code.get("remote")
+    timeouts = {}
+    for key, default in (("connect_timeout", 10.0), ("timeout", 600.0)):
+        value = need(key, (int, float), "a number of seconds")
+        if value is not None and value <= 0:
+            raise loc.error(name, key, f"{where}.{key}: must be more than 0 seconds")
+        timeouts[key] = float(value) if value is not None else default
+    return Target(
+        name=name,
+        ssh=ssh,
+        jump=tuple(jump),
+        port=port,
+        user=need("user", str, "a user name"),
+        identity=need("identity", str, "a path to a private key"),
+        container=container,
+        python=need("python", str, "a path to a python interpreter") or "python3",
+        env={k: str(v) for k, v in env.items()},
+        workdir=need("workdir", str, "a directory"),
+        code_local=code_local,
+        code_remote=code_remote,
+        connect_timeout=timeouts["connect_timeout"],
+        timeout=timeouts["timeout"],
+        known_hosts=need("known_hosts", str, "a path to a known_hosts file"),
+        origin=f"{loc.path}:{loc.header(name)}",
+    )
+
+
+TEMPLATE = '''\
+# sleuth.toml — where sleuth runs its probes. One [targets.NAME] table per target.
+# `local` (this machine, no hops) always exists; define it here only to change it.
+# Docs: docs/targets.md
+
+[targets.local]
+# python = ".venv/bin/python"      # the interpreter probes run with (a venv's python: no activate)
+# workdir = "."                    # where probes start
+# code = { local = "." }           # the training code remedies apply to
+# env = { PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }
+
+# A GPU box behind a jump host, inside an LXC container on Proxmox:
+#
+# [targets.ct200]
+# ssh = "root@10.1.2.6"            # host, user@host or an alias from ~/.ssh/config
+# jump = ["bastion"]               # ProxyJump chain, first hop first
+# container = { kind = "pct", id = "200" }   # pct | docker | podman | kubectl | lxc-attach | srun
+# python = "/root/venv/bin/python3"
+# workdir = "/root/dflash"
+# code = { local = "drafter/", remote = "/root/dflash" }
+# env = { PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }
+# connect_timeout = 10             # seconds
+# timeout = 600                    # default run timeout of a probe, seconds
+'''

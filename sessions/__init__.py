@@ -1,0 +1,26 @@
+"""The live investigation: the event store (SQLite), replay, redaction and exports.
+
+The UI and the CLI go through :class:`Investigation`; nothing else writes a session.
+"""
+
+from __future__ import annotations
+
+from .investigation import Investigation, InvestigationError, RunStart, result_fields
+from .redact import Redactor, is_secret_name
+from .store import STREAMS, CaptureWriter, OutputLine, Store, StoreError
+from .workspace import Workspace
+
+__all__ = [
+    "CaptureWriter",
+    "Investigation",
+    "InvestigationError",
+    "OutputLine",
+    "Redactor",
+    "RunStart",
+    "STREAMS",
+    "Store",
+    "StoreError",
+    "Workspace",
+    "is_secret_name",
+    "result_fields",
+]

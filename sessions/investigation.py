@@ -1,0 +1,442 @@
+"""The live investigation: the one object the CLI and the UI go through.
+
+Every change is an event: :class:`Investigation` writes it to the store first, then folds it
+into :class:`hypotheses.InvestigationState`. Reads go to the folded state. Replay opens the
+store read-only and folds up to event k.
+
+Exceptions:
+    InvestigationError   a request names something unknown (a hypothesis, a run, a link
+                         kind) or is not allowed now; nothing was written
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from hypotheses import (
+    LINK_KINDS,
+    Catalog,
+    HypothesisDef,
+    InvestigationState,
+    PreRunCheck,
+    ProbeTest,
+    RunInfo,
+    judge,
+)
+
+from .redact import Redactor
+from .store import CaptureWriter, Store, StoreError
+
+__all__ = ["Investigation", "InvestigationError", "RunStart", "result_fields"]
+
+
+class InvestigationError(ValueError):
+    """A request that cannot be carried out; nothing was written."""
+
+
+@dataclass(frozen=True)
+class RunStart:
+    run: int
+    check: PreRunCheck
+
+
+def result_fields(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fields rules read: every ``result`` record merged in order, plus the error's."""
+    fields: dict[str, Any] = {}
+    for rec in records:
+        if rec.get("kind") == "result":
+            fields.update({k: v for k, v in rec.items() if k != "kind"})
+        elif rec.get("kind") == "error":
+            fields.setdefault("error_type", rec.get("type"))
+            fields.setdefault("message", rec.get("message"))
+    return fields
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+class Investigation:
+    """An investigation backed by one session file."""
+
+    def __init__(self, store: Store, state: InvestigationState) -> None:
+        self.store = store
+        self.state = state
+
+    # ------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(
+        cls, path: Path | str, title: str, catalog: Catalog, redactor: Redactor | None = None
+    ) -> Investigation:
+        inv = cls(Store.create(path, redactor), InvestigationState())
+        inv._record("investigation.created", {"title": title})
+        inv.sync_catalog(catalog)
+        return inv
+
+    @classmethod
+    def open(
+        cls, path: Path | str, catalog: Catalog | None = None, redactor: Redactor | None = None
+    ) -> Investigation:
+        store = Store.open(path, redactor=redactor)
+        inv = cls(store, InvestigationState.fold(store.events()))
+        if catalog is not None:
+            inv.sync_catalog(catalog)
+        return inv
+
+    @classmethod
+    def replay(cls, path: Path | str, upto: int | None = None) -> Investigation:
+        """Read-only, folded up to event *upto* (all events when None)."""
+        store = Store.open(path, readonly=True)
+        total = store.event_count()
+        if upto is not None and not 0 <= upto <= total:
+            store.close()
+            raise InvestigationError(f"{path}: event {upto} does not exist; the session has events 0..{total}")
+        return cls(store, InvestigationState.fold(store.events(upto)))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Investigation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    def _record(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Any:
+        self._catch_up()
+        event = self.store.append(kind, data, ts)
+        self.state.apply(event)
+        return event
+
+    def _catch_up(self) -> None:
+        """Fold events another process appended since we last looked."""
+        if self.store.last_seq() > self.state.last_seq:
+            for event in self.store.events(after=self.state.last_seq):
+                self.state.apply(event)
+
+    # ------------------------------------------------------------ graph edits
+
+    def sync_catalog(self, catalog: Catalog) -> list[str]:
+        """Add catalog hypotheses the session lacks, or whose definition changed."""
+        changed = []
+        for hyp in catalog.hypotheses.values():
+            have = self.state.hypotheses.get(hyp.id)
+            new = hyp.to_dict()
+            if have is not None and {**have.to_dict(), "origin": ""} == {**new, "origin": ""}:
+                continue
+            if have is not None and have.source == "session":
+                continue  # the user's own in this session wins over a file of the same id
+            self._record("hypothesis.added", new)
+            changed.append(hyp.id)
+        self._catalog = catalog
+        return changed
+
+    def add_symptom(self, ident: str, title: str = "", text: str = "") -> None:
+        if ident in self.state.symptoms:
+            raise InvestigationError(f"symptom {ident!r} is already recorded")
+        known = getattr(self, "_catalog", None)
+        if known is not None and ident in known.symptoms and not (title or text):
+            sym = known.symptoms[ident]
+            title, text = sym.title, sym.text
+        self._record("symptom.added", {"id": ident, "title": title or ident, "text": text})
+
+    def add_hypothesis(
+        self,
+        ident: str,
+        title: str,
+        claim: str = "",
+        explains: Iterable[str] = (),
+        links: Iterable[tuple[str, str]] = (),
+        probes: Iterable[ProbeTest] = (),
+        remedies: Iterable[str] = (),
+    ) -> None:
+        if ident in self.state.hypotheses:
+            raise InvestigationError(f"hypothesis {ident!r} already exists")
+        links = tuple(links)
+        for kind, other in links:
+            self._need_link(kind, "hyp", other)
+        for sym in explains:
+            if sym not in self.state.symptoms:
+                raise InvestigationError(f"unknown symptom {sym!r}; known: {', '.join(self.state.symptoms) or 'none'}")
+        hyp = HypothesisDef(
+            id=ident,
+            title=title,
+            claim=claim,
+            explains=tuple(explains),
+            probes=tuple(probes),
+            remedies=tuple(remedies),
+            links=links,
+            source="session",
+        )
+        self._record("hypothesis.added", hyp.to_dict())
+
+    def _need_link(self, kind: str, node_kind: str, ident: str) -> None:
+        if kind not in (*LINK_KINDS, "explains"):
+            raise InvestigationError(f"unknown link kind {kind!r}; use one of {', '.join((*LINK_KINDS, 'explains'))}")
+        pool = self.state.hypotheses if node_kind == "hyp" else self.state.symptoms
+        if ident not in pool:
+            what = "hypothesis" if node_kind == "hyp" else "symptom"
+            raise InvestigationError(f"unknown {what} {ident!r}; known: {', '.join(pool) or 'none'}")
+
+    def link(self, src: str, kind: str, dst: str) -> None:
+        """Link hypothesis *src* to *dst*: a hypothesis (refines/competes/exposes) or a symptom (explains)."""
+        self._need_link(kind, "hyp", src)
+        self._need_link(kind, "symptom" if kind == "explains" else "hyp", dst)
+        prefix = "symptom" if kind == "explains" else "hyp"
+        self._record("link.added", {"src": f"hyp:{src}", "dst": f"{prefix}:{dst}", "kind": kind})
+
+    def add_note(self, text: str, about: str | None = None) -> None:
+        if not text.strip():
+            raise InvestigationError("a note needs some text")
+        if about is not None and about not in self.state.hypotheses and not (
+            about.startswith("#") and about[1:].isdigit() and int(about[1:]) in self.state.runs
+        ):
+            raise InvestigationError(f"a note can be about a hypothesis id or a run (#N); {about!r} is neither")
+        self._record("note.added", {"text": text, "about": about})
+
+    def mark_baseline(self, run: int) -> None:
+        info = self._run(run)
+        if info.classification != "completed":
+            raise InvestigationError(f"run #{run} is {info.classification or 'still running'}; only a completed run can be a baseline")
+        self._record("baseline.marked", {"run": run, "target": info.target})
+
+    def baseline(self, target: str) -> RunInfo | None:
+        run = self.state.baselines.get(target)
+        return self.state.runs.get(run) if run is not None else None
+
+    def _run(self, run: int) -> RunInfo:
+        if run not in self.state.runs:
+            raise InvestigationError(f"no run #{run}; runs are #1..#{len(self.state.runs)}")
+        return self.state.runs[run]
+
+    # ------------------------------------------------------------ runs
+
+    def check_before_run(self, probe: str, params: Mapping[str, Any], target: str) -> PreRunCheck:
+        self._catch_up()
+        return self.state.check_before_run(probe, params, target)
+
+    def describe_retest(self, check: PreRunCheck, now: float | None = None) -> str:
+        earlier = check.retest_of
+        if earlier is None:
+            return ""
+        now = time.time() if now is None else now
+        verdicts = [
+            f"{e['verdict']} {h}"
+            for h, entries in self.state.evidence.items()
+            for e in entries
+            if e["run"] == earlier.id
+        ]
+        said = "; ".join(verdicts) if verdicts else earlier.reason or "no evidence"
+        return (
+            f"this repeats #{earlier.id} ({earlier.probe} on {earlier.target}, {_ago(now - earlier.started_ts)}) "
+            f"in the same state (same environment, code, caches and remedies): it was {earlier.classification} — {said}"
+        )
+
+    def begin_run(
+        self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe"
+    ) -> RunStart:
+        """Record the start of a run; flags a circular retest or revisit first, as events."""
+        check = self.check_before_run(probe, params, target)
+        run = self.state.next_run_id()
+        if check.retest_of is not None:
+            self._record(
+                "flag.raised",
+                {
+                    "flag": "circular-retest",
+                    "run": run,
+                    "earlier": check.retest_of.id,
+                    "target": target,
+                    "message": self.describe_retest(check),
+                },
+            )
+        for hyp in check.revisits:
+            self._record(
+                "flag.raised",
+                {
+                    "flag": "revisit",
+                    "run": run,
+                    "hypothesis": hyp,
+                    "target": target,
+                    "message": f"{hyp} was refuted in this same state and nothing new has been learned since",
+                },
+            )
+        self._record(
+            "run.started",
+            {
+                "run": run,
+                "probe": probe,
+                "params": dict(params),
+                "target": target,
+                "kind": kind,
+                "check_key": check.check_key,
+                "remedies": list(self.state.active_remedies(target)),
+                "retest_of": check.retest_of.id if check.retest_of else None,
+            },
+        )
+        return RunStart(run, check)
+
+    def decline_run(self, probe: str, params: Mapping[str, Any], target: str, check: PreRunCheck) -> None:
+        """The user chose not to repeat a check: that is worth a line in the postmortem too."""
+        if check.retest_of is not None:
+            self._record(
+                "flag.raised",
+                {
+                    "flag": "circular-retest",
+                    "run": None,
+                    "earlier": check.retest_of.id,
+                    "target": target,
+                    "declined": True,
+                    "message": self.describe_retest(check) + "; not run again",
+                },
+            )
+
+    def capture(self, run: int) -> CaptureWriter:
+        return self.store.capture(run)
+
+    def finish_run(
+        self,
+        run: int,
+        classification: str,
+        reason: str,
+        records: list[dict[str, Any]] | None = None,
+        state: dict[str, Any] | None = None,
+        lines: Mapping[str, int] | None = None,
+        ts: float | None = None,
+    ) -> RunInfo:
+        """Record how a run ended, then the evidence it gives, verifications and flags."""
+        info = self._run(run)
+        if info.classification is not None:
+            raise InvestigationError(f"run #{run} already finished ({info.classification})")
+        records = records or []
+        fields = result_fields(records)
+        self._record(
+            "run.finished",
+            {
+                "run": run,
+                "classification": classification,
+                "reason": reason,
+                "records": records,
+                "result": fields,
+                "state": state,
+                "lines": dict(lines or {}),
+            },
+            ts,
+        )
+        for part, earlier, previous in self.state.oscillations(run):
+            self._record(
+                "flag.raised",
+                {
+                    "flag": "oscillation",
+                    "run": run,
+                    "earlier": earlier,
+                    "target": info.target,
+                    "component": part,
+                    "message": f"the {part} of {info.target} is back to what #{earlier} saw, after #{previous} saw another",
+                },
+            )
+        self._judge(info, classification, fields)
+        return info
+
+    def _judge(self, info: RunInfo, classification: str, fields: dict[str, Any]) -> None:
+        for hyp_id in self.state.testing(info.probe):
+            hyp = self.state.hypotheses[hyp_id]
+            test = next(t for t in hyp.probes if t.probe == info.probe)
+            verdict = judge(test, classification, fields)
+            if verdict is None:
+                continue
+            remedies = [
+                a
+                for a in self.state.applications.values()
+                if a.active and a.target == info.target and a.remedy in hyp.remedies
+            ]
+            if remedies and verdict.verdict == "refutes":
+                # Under a remedy for it, a clean run is the fix working, not a refutation.
+                for app in remedies:
+                    self._record(
+                        "application.verified",
+                        {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "fixed"},
+                    )
+                continue
+            self._record(
+                "evidence.recorded",
+                {
+                    "run": info.id,
+                    "hypothesis": hyp_id,
+                    "verdict": verdict.verdict,
+                    "rule": verdict.rule,
+                    "fields": verdict.fields,
+                },
+            )
+            if remedies and verdict.verdict == "supports":
+                for app in remedies:
+                    self._record(
+                        "application.verified",
+                        {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "not_fixed"},
+                    )
+
+    # ------------------------------------------------------------ remedies
+
+    def record_application(
+        self, remedy: str, target: str, files: list[dict[str, Any]], hypothesis: str | None = None
+    ) -> int:
+        """Record that *remedy* was applied to *files* (path, before/after hashes, diff)."""
+        if hypothesis is not None and hypothesis not in self.state.hypotheses:
+            raise InvestigationError(f"unknown hypothesis {hypothesis!r}")
+        app = self.state.next_application_id()
+        self._record(
+            "remedy.applied",
+            {"application": app, "remedy": remedy, "hypothesis": hypothesis, "target": target, "files": files},
+        )
+        return app
+
+    def record_revert(self, application: int) -> None:
+        app = self.state.applications.get(application)
+        if app is None:
+            raise InvestigationError(f"no remedy application #{application}")
+        if not app.active:
+            raise InvestigationError(f"application #{application} ({app.remedy}) was already reverted")
+        self._record("remedy.reverted", {"application": application})
+
+    # ------------------------------------------------------------ views
+
+    def hypotheses_json(self) -> list[dict[str, Any]]:
+        """Top-level hypotheses, each with its refinements nested, as `sleuth hypotheses --json`."""
+        st = self.state
+
+        def node(h: str) -> dict[str, Any]:
+            out = st.hypothesis_summary(h)
+            out["refinements"] = [node(c) for c in st.children(h)]
+            return out
+
+        return [node(h) for h in st.hypotheses if st.parent(h) is None]
+
+    def export_json(self) -> dict[str, Any]:
+        """The whole session: events and captured output, secrets already redacted."""
+        outputs: dict[str, Any] = {}
+        for run in self.state.runs:
+            chunks = [
+                [stream, ts, base64.b64encode(data).decode("ascii")]
+                for stream, ts, data in self.store.output_chunks(run)
+            ]
+            if chunks:
+                outputs[str(run)] = chunks
+        return {
+            "format": "sleuth-session",
+            "schema": 1,
+            "events": [e.to_dict() for e in self.store.events(self.state.last_seq)],
+            "outputs": outputs,
+        }
+

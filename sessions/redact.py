@@ -1,0 +1,106 @@
+"""Keeping secrets out of the store and every export.
+
+A secret is the value of an environment variable whose name looks like a credential
+(``HF_TOKEN``, ``WANDB_API_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD`` …), or a string
+shaped like a well-known token (Hugging Face ``hf_…``, GitHub ``ghp_…``, OpenAI ``sk-…``,
+AWS ``AKIA…``, private key blocks). Values are replaced by ``<redacted:NAME>`` before they
+are written, in events and in captured output alike.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable, Mapping
+
+__all__ = ["Redactor", "is_secret_name", "SECRET_NAME"]
+
+SECRET_NAME = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|SESSION_?KEY|COOKIE)",
+    re.IGNORECASE,
+)
+_TOKEN_SHAPES = re.compile(
+    rb"(hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    rb"|sk-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
+    rb"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+)
+_TOKEN_CHARS = re.compile(rb"[A-Za-z0-9_\-+/=.]*\Z")
+_MIN_SECRET = 6  # shorter values ("1", "true") would redact half the output
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+class Redactor:
+    """Replaces known secret values and token-shaped strings in text, bytes and data."""
+
+    def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
+        self._values: dict[bytes, bytes] = {}
+        self.add(secrets or {})
+
+    @classmethod
+    def from_environ(cls, *extra: Mapping[str, str]) -> Redactor:
+        red = cls(os.environ)
+        for env in extra:
+            red.add(env)
+        return red
+
+    def add(self, env: Mapping[str, str]) -> None:
+        for name, value in env.items():
+            if is_secret_name(name) and isinstance(value, str) and len(value) >= _MIN_SECRET:
+                self._values[value.encode()] = f"<redacted:{name}>".encode()
+        self._longest = max((len(v) for v in self._values), default=0)
+        # Longest first, so a secret that contains another is replaced whole.
+        self._ordered = sorted(self._values.items(), key=lambda kv: -len(kv[0]))
+
+    @property
+    def holdback(self) -> int:
+        """How many trailing bytes a stream writer may hold so no secret is split."""
+        return max(self._longest, 64)
+
+    def redact_bytes(self, data: bytes) -> bytes:
+        for value, label in self._ordered:
+            if value in data:
+                data = data.replace(value, label)
+        return _TOKEN_SHAPES.sub(b"<redacted>", data)
+
+    def redact_text(self, text: str) -> str:
+        return self.redact_bytes(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+
+    def redact_obj(self, obj: Any, key: str = "") -> Any:
+        """Redact recursively; a mapping entry whose key looks secret loses its value."""
+        if isinstance(obj, Mapping):
+            return {
+                k: ("<redacted>" if isinstance(k, str) and is_secret_name(k) and isinstance(v, str) else self.redact_obj(v, k))
+                for k, v in obj.items()
+            }
+        if isinstance(obj, (list, tuple)):
+            return [self.redact_obj(v) for v in obj]
+        if isinstance(obj, str):
+            return self.redact_text(obj)
+        return obj
+
+    def split_safe(self, buffer: bytes) -> int:
+        """Where *buffer* may be cut so that no secret straddles the cut.
+
+        The tail after the cut is a run of token characters that a secret could continue;
+        the caller holds it back until more bytes arrive or the stream ends.
+        """
+        if buffer.endswith(b"\n"):
+            return len(buffer)
+        window = buffer[-self.holdback :]
+        tail = _TOKEN_CHARS.search(window)
+        held = len(window) - tail.start() if tail else 0
+        return len(buffer) - held
+
+    def scrub_streams(self, chunks: Iterable[bytes]) -> Iterable[bytes]:
+        carry = b""
+        for chunk in chunks:
+            buffer = carry + chunk
+            cut = self.split_safe(buffer)
+            carry = buffer[cut:]
+            if cut:
+                yield self.redact_bytes(buffer[:cut])
+        if carry:
+            yield self.redact_bytes(carry)

@@ -1,0 +1,370 @@
+"""The session store: one SQLite file per investigation, events and captured output.
+
+Tables:
+    meta      format marker and schema version
+    events    append-only (triggers refuse UPDATE and DELETE); one row per event
+    chunks    captured output exactly as it arrived: run, order, stream, time, bytes, and
+              the line index of the chunk (first line number overall and within its stream,
+              how many lines start in it, whether it starts mid-line)
+    outputs   per run: bytes and lines per stream, whether capture finished
+
+Events commit one by one, so a writer killed at any moment leaves every committed event.
+Output chunks commit in small batches (at most ``CaptureWriter.COMMIT_EVERY_S`` late).
+
+Exceptions:
+    StoreError      the file is missing, not a sleuth session, from a newer sleuth, or
+                    corrupt; ``str()`` names the file and what to do
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from hypotheses import Event
+
+from .redact import Redactor
+
+__all__ = ["Store", "StoreError", "CaptureWriter", "OutputLine", "SCHEMA_VERSION", "STREAMS"]
+
+SCHEMA_VERSION = 1
+FORMAT = "sleuth-session"
+STREAMS = ("stdout", "stderr")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE events (
+    seq  INTEGER PRIMARY KEY,
+    ts   REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TABLE chunks (
+    run       INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    stream    INTEGER NOT NULL,
+    ts        REAL NOT NULL,
+    line0     INTEGER NOT NULL,
+    sline0    INTEGER NOT NULL,
+    nlines    INTEGER NOT NULL,
+    starts_mid INTEGER NOT NULL,
+    data      BLOB NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+CREATE INDEX chunks_line ON chunks (run, line0);
+CREATE INDEX chunks_stream_line ON chunks (run, stream, sline0);
+CREATE TABLE outputs (
+    run      INTEGER PRIMARY KEY,
+    bytes    INTEGER NOT NULL DEFAULT 0,
+    stdout_lines INTEGER NOT NULL DEFAULT 0,
+    stderr_lines INTEGER NOT NULL DEFAULT 0,
+    complete INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """A session file that cannot be used; the message names it and what to do."""
+
+
+@dataclass(frozen=True)
+class OutputLine:
+    number: int  # 0-based, over the run's merged output
+    stream: str
+    ts: float
+    text: str
+
+
+class Store:
+    """Open with :meth:`create` or :meth:`open`; ``readonly=True`` for replay."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, redactor: Redactor) -> None:
+        self.path = path
+        self.conn = conn
+        self.readonly = readonly
+        self.redactor = redactor
+
+    # ------------------------------------------------------------ opening
+
+    @classmethod
+    def create(cls, path: Path | str, redactor: Redactor | None = None) -> Store:
+        path = Path(path)
+        if path.exists():
+            raise StoreError(f"{path}: already exists; open it instead of creating it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        with conn:
+            conn.execute("BEGIN")
+            for statement in _split_sql(_SCHEMA):
+                conn.execute(statement)
+            conn.execute("INSERT INTO meta VALUES ('format', ?), ('schema', ?), ('created', ?)",
+                         (FORMAT, str(SCHEMA_VERSION), repr(time.time())))
+        return cls(path, conn, False, redactor or Redactor.from_environ())
+
+    @classmethod
+    def open(cls, path: Path | str, readonly: bool = False, redactor: Redactor | None = None) -> Store:
+        path = Path(path)
+        if not path.is_file():
+            raise StoreError(f"{path}: no such session file")
+        with path.open("rb") as fh:
+            head = fh.read(16)
+        if head != _SQLITE_MAGIC:
+            raise StoreError(f"{path}: not a sleuth session (not an SQLite database); the file was left as it is")
+        # Check in read-only mode first, so a file we refuse is never written to.
+        probe = _connect_ro(path)
+        try:
+            rows = dict(probe.execute("SELECT key, value FROM meta").fetchall())
+            probe.execute("SELECT count(*) FROM events").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: not a readable sleuth session ({exc}); the file was left as it is") from None
+        finally:
+            probe.close()
+        if rows.get("format") != FORMAT:
+            raise StoreError(f"{path}: an SQLite file, but not a sleuth session; the file was left as it is")
+        if int(rows.get("schema", "0")) > SCHEMA_VERSION:
+            raise StoreError(f"{path}: written by a newer sleuth (schema {rows['schema']}); upgrade sleuth to open it")
+        if readonly:
+            conn = _connect_ro(path)
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        return cls(path, conn, readonly, redactor or Redactor.from_environ())
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ events
+
+    def append(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Event:
+        """Write one event (secrets redacted) and commit it; return it with its seq."""
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only (replay); nothing can be added")
+        ts = time.time() if ts is None else ts
+        clean = self.redactor.redact_obj(data)
+        payload = json.dumps(clean, sort_keys=True, separators=(",", ":"))
+        cur = self.conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (ts, kind, payload))
+        return Event(int(cur.lastrowid), ts, kind, json.loads(payload))
+
+    def events(self, upto: int | None = None, after: int = 0) -> Iterator[Event]:
+        """Events in order: those with after < seq ≤ upto (all when upto is None)."""
+        sql = "SELECT seq, ts, kind, data FROM events WHERE seq > ?"
+        args: tuple[Any, ...] = (after,)
+        if upto is not None:
+            sql += " AND seq <= ?"
+            args = (after, upto)
+        try:
+            for seq, ts, kind, data in self.conn.execute(sql + " ORDER BY seq", args):
+                yield Event(seq, ts, kind, json.loads(data))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: corrupt events table ({exc})") from None
+
+    def event_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+    def last_seq(self) -> int:
+        return int(self.conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    # ------------------------------------------------------------ output
+
+    def capture(self, run: int) -> CaptureWriter:
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only (replay); nothing can be captured")
+        return CaptureWriter(self, run)
+
+    def output_summary(self, run: int) -> dict[str, Any]:
+        row = self.conn.execute(
+            "SELECT bytes, stdout_lines, stderr_lines, complete FROM outputs WHERE run = ?", (run,)
+        ).fetchone()
+        if row is None:
+            return {"bytes": 0, "lines": {"stdout": 0, "stderr": 0}, "complete": False}
+        return {"bytes": row[0], "lines": {"stdout": row[1], "stderr": row[2]}, "complete": bool(row[3])}
+
+    def output_chunks(self, run: int) -> Iterator[tuple[str, float, bytes]]:
+        for stream, ts, data in self.conn.execute(
+            "SELECT stream, ts, data FROM chunks WHERE run = ? ORDER BY seq", (run,)
+        ):
+            yield STREAMS[stream], ts, bytes(data)
+
+    def output_bytes(self, run: int, stream: str | None = None) -> bytes:
+        return b"".join(d for s, _, d in self.output_chunks(run) if stream in (None, s))
+
+    def line_count(self, run: int, stream: str | None = None) -> int:
+        summary = self.output_summary(run)["lines"]
+        return summary[stream] if stream else summary["stdout"] + summary["stderr"]
+
+    def lines(self, run: int, start: int, count: int, stream: str | None = None) -> list[OutputLine]:
+        """Lines [start, start+count) of a run's output (merged, or one stream's), read on demand.
+
+        The line index finds the chunk where line *start* begins; only the chunks from there
+        to the last wanted line are read, so any window of a huge run costs the same.
+        """
+        if count <= 0:
+            return []
+        end = start + count
+        col, where, args = "line0", "", (run,)
+        if stream is not None:
+            col, where, args = "sline0", " AND stream = ?", (run, STREAMS.index(stream))
+        first = self.conn.execute(
+            f"SELECT seq FROM chunks WHERE run = ?{where} AND {col} <= ? AND nlines > 0 "
+            f"ORDER BY {col} DESC, seq DESC LIMIT 1",
+            (*args, start),
+        ).fetchone()
+        if first is None:
+            return []
+        rows = self.conn.execute(
+            f"SELECT stream, ts, {col}, nlines, starts_mid, data FROM chunks "
+            f"WHERE run = ?{where} AND seq >= ? ORDER BY seq",
+            (*args, first[0]),
+        )
+        got: dict[int, OutputLine] = {}
+        pending: dict[int, tuple[int, float, bytearray]] = {}  # stream -> line still open
+
+        def finish(s: int) -> None:
+            n, t, buf = pending.pop(s)
+            got[n] = OutputLine(n, STREAMS[s], t, buf.decode("utf-8", "replace"))
+
+        for s, ts, line0, nlines, starts_mid, data in rows:
+            pieces = bytes(data).split(b"\n")
+            if starts_mid:
+                head = pieces.pop(0)
+                if s in pending:
+                    pending[s][2].extend(head)
+                    if pieces:  # this chunk holds the newline that ends it
+                        finish(s)
+                if not pieces:
+                    continue
+            number = line0
+            for piece in pieces[:-1]:
+                got[number] = OutputLine(number, STREAMS[s], ts, piece.decode("utf-8", "replace"))
+                number += 1
+            if pieces[-1]:
+                pending[s] = (number, ts, bytearray(pieces[-1]))
+            if line0 + nlines >= end and all(n >= end for n, _, _ in pending.values()):
+                break
+        else:
+            for s in list(pending):
+                finish(s)
+        return [got[n] for n in range(start, end) if n in got]
+
+
+class CaptureWriter:
+    """Streams one run's output into the store, chunk by chunk, as it arrives."""
+
+    COMMIT_EVERY_S = 0.1
+    COMMIT_EVERY_BYTES = 8 << 20
+
+    def __init__(self, store: Store, run: int) -> None:
+        self.store = store
+        self.run = run
+        self.conn = store.conn
+        self._seq = 0
+        self._line0 = 0
+        self._slines = [0, 0]
+        self._mid = [False, False]  # does the stream's last chunk end mid-line?
+        self._carry = [b"", b""]
+        self._bytes = 0
+        self._uncommitted = 0
+        self._last_commit = time.monotonic()
+        self._in_tx = False
+        self.conn.execute("INSERT OR REPLACE INTO outputs (run) VALUES (?)", (run,))
+
+    @property
+    def lines(self) -> dict[str, int]:
+        return {"stdout": self._slines[0], "stderr": self._slines[1]}
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def write(self, stream: str, data: bytes, ts: float | None = None) -> None:
+        s = STREAMS.index(stream)
+        red = self.store.redactor
+        buffer = self._carry[s] + data
+        cut = red.split_safe(buffer)
+        self._carry[s] = buffer[cut:]
+        if cut:
+            self._store(s, red.redact_bytes(buffer[:cut]), time.time() if ts is None else ts)
+
+    def flush(self) -> None:
+        """Write held-back bytes (at a pause in the stream) and commit."""
+        for s in (0, 1):
+            if self._carry[s]:
+                data, self._carry[s] = self._carry[s], b""
+                self._store(s, self.store.redactor.redact_bytes(data), time.time())
+        self._commit()
+
+    def close(self, complete: bool = True) -> dict[str, int]:
+        self.flush()
+        self.conn.execute(
+            "UPDATE outputs SET bytes = ?, stdout_lines = ?, stderr_lines = ?, complete = ? WHERE run = ?",
+            (self._bytes, self._slines[0], self._slines[1], int(complete), self.run),
+        )
+        return self.lines
+
+    def _store(self, s: int, data: bytes, ts: float) -> None:
+        if not data:
+            return
+        starts_mid = self._mid[s]
+        ends_mid = not data.endswith(b"\n")
+        nlines = data.count(b"\n") + (1 if ends_mid else 0) - (1 if starts_mid else 0)
+        if not self._in_tx:
+            self.conn.execute("BEGIN")
+            self._in_tx = True
+        self.conn.execute(
+            "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.run, self._seq, s, ts, self._line0, self._slines[s], nlines, int(starts_mid), data),
+        )
+        self._seq += 1
+        self._line0 += nlines
+        self._slines[s] += nlines
+        self._mid[s] = ends_mid
+        self._bytes += len(data)
+        self._uncommitted += len(data)
+        now = time.monotonic()
+        if self._uncommitted >= self.COMMIT_EVERY_BYTES or now - self._last_commit >= self.COMMIT_EVERY_S:
+            self._commit()
+
+    def _commit(self) -> None:
+        if self._in_tx:
+            self.conn.execute(
+                "UPDATE outputs SET bytes = ?, stdout_lines = ?, stderr_lines = ? WHERE run = ?",
+                (self._bytes, self._slines[0], self._slines[1], self.run),
+            )
+            self.conn.execute("COMMIT")
+            self._in_tx = False
+        self._uncommitted = 0
+        self._last_commit = time.monotonic()
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of the schema; triggers hold ';' inside BEGIN … END."""
+    out, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line)
+        text = "\n".join(current).strip()
+        if text.endswith(";") and (not text.upper().startswith("CREATE TRIGGER") or text.upper().endswith("END;")):
+            out.append(text)
+            current = []
+    return out

@@ -1,0 +1,93 @@
+"""Where investigations live: ``.sleuth/`` in the working directory, and which one is current.
+
+Layout::
+
+    sleuth.toml                 targets (see probes.config)
+    .sleuth/current             the file name of the current investigation
+    .sleuth/<name>.sleuth       one SQLite session file per investigation
+    .sleuth/hypotheses/*.toml   the user's own hypotheses (catalog schema)
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from hypotheses import Catalog, load_catalog
+
+from .investigation import Investigation, InvestigationError
+
+__all__ = ["Workspace"]
+
+SUFFIX = ".sleuth"
+
+
+class Workspace:
+    def __init__(self, root: Path | str = ".") -> None:
+        self.root = Path(root).resolve()
+        self.dir = self.root / ".sleuth"
+
+    @property
+    def user_hypotheses(self) -> Path:
+        return self.dir / "hypotheses"
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "sleuth.toml"
+
+    def catalog(self) -> Catalog:
+        return load_catalog([self.user_hypotheses])
+
+    def current_path(self) -> Path | None:
+        marker = self.dir / "current"
+        if marker.is_file():
+            name = marker.read_text(encoding="utf-8").strip()
+            if name:
+                return self.dir / name
+        found = sorted(self.dir.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+        return found[-1] if found else None
+
+    def set_current(self, path: Path) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if path.resolve().parent == self.dir:
+            (self.dir / "current").write_text(path.name + "\n", encoding="utf-8")
+
+    def new_path(self, title: str) -> Path:
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "investigation"
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = self.dir / f"{stamp}-{slug}{SUFFIX}"
+        n = 2
+        while path.exists():
+            path = self.dir / f"{stamp}-{slug}-{n}{SUFFIX}"
+            n += 1
+        return path
+
+    def create(self, title: str) -> Investigation:
+        catalog = self.catalog()
+        path = self.new_path(title)
+        inv = Investigation.create(path, title, catalog)
+        self.set_current(path)
+        return inv
+
+    def open(self, explicit: Path | str | None = None, create: bool = True) -> Investigation:
+        """The investigation at *explicit*, else the current one (made if none and *create*)."""
+        catalog = self.catalog()
+        if explicit is not None:
+            return Investigation.open(explicit, catalog)
+        path = self.current_path()
+        if path is None:
+            if not create:
+                raise InvestigationError(
+                    f"no investigation in {self.dir}; run `sleuth init` or pass --session PATH"
+                )
+            return self.create("investigation")
+        return Investigation.open(path, catalog)
+
+    def resolve(self, explicit: Path | str | None) -> Path:
+        if explicit is not None:
+            return Path(explicit)
+        path = self.current_path()
+        if path is None:
+            raise InvestigationError(f"no investigation in {self.dir}; run `sleuth init` or pass --session PATH")
+        return path
