@@ -17,8 +17,8 @@ from .catalog import (
 )
 from .model import STATUSES, Application, Event, Flag, InvestigationState, PreRunCheck, RunInfo
 from .rules import MissingField, Rule, RuleError, compile_rule
-from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key
-from .verdict import EVIDENCE_CLASSES, Verdict, judge
+from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key, state_key_of_parts
+from .verdict import EVIDENCE_CLASSES, Verdict, judge, result_fields
 
 __all__ = [
     "Application",
@@ -47,5 +47,7 @@ __all__ = [
     "component_keys",
     "judge",
     "load_catalog",
+    "result_fields",
     "state_key",
+    "state_key_of_parts",
 ]

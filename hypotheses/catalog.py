@@ -65,6 +65,7 @@ class ProbeTest:
     supports: Rule | None = None
     refutes: Rule | None = None
     counts_failed: bool = False
+    applies: Rule | None = None  # when false, the run says nothing about this hypothesis
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +74,7 @@ class ProbeTest:
             "supports": self.supports.source if self.supports else None,
             "refutes": self.refutes.source if self.refutes else None,
             "counts_failed": self.counts_failed,
+            "applies": self.applies.source if self.applies else None,
         }
 
     @classmethod
@@ -83,6 +85,7 @@ class ProbeTest:
             supports=compile_rule(d["supports"]) if d.get("supports") else None,
             refutes=compile_rule(d["refutes"]) if d.get("refutes") else None,
             counts_failed=bool(d.get("counts_failed", False)),
+            applies=compile_rule(d["applies"]) if d.get("applies") else None,
         )
 
 
@@ -152,7 +155,7 @@ class _Locator:
 
 
 _HYP_KEYS = {"id", "title", "claim", "explains", "probe", "remedies", "link", "refines"}
-_PROBE_KEYS = {"id", "predicts", "supports", "refutes", "counts_failed"}
+_PROBE_KEYS = {"id", "predicts", "supports", "refutes", "counts_failed", "applies"}
 _LINK_KEYS = {"kind", "to"}
 _SYMPTOM_KEYS = {"id", "title", "text"}
 
@@ -197,7 +200,7 @@ def _parse_file(path: Path, source: str, catalog: Catalog) -> None:
                 key = sorted(extra)[0]
                 raise loc.error(f"unknown key {key!r} in probe {probe['id']!r}", key, start)
             rules: dict[str, Rule | None] = {}
-            for which in ("supports", "refutes"):
+            for which in ("supports", "refutes", "applies"):
                 expr = probe.get(which)
                 if expr is None:
                     rules[which] = None
@@ -215,6 +218,7 @@ def _parse_file(path: Path, source: str, catalog: Catalog) -> None:
                     supports=rules["supports"],
                     refutes=rules["refutes"],
                     counts_failed=bool(probe.get("counts_failed", False)),
+                    applies=rules["applies"],
                 )
             )
         links = []

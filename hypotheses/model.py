@@ -11,13 +11,17 @@ verified-by, and between hypotheses refines, competes, exposes.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import gc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import networkx as nx
 
 from .catalog import HypothesisDef, SymptomDef
-from .state import check_key, component_keys, state_key
+from .state import check_key, component_keys, state_key, state_key_of_parts
+from .verdict import result_fields
 
 __all__ = [
     "Application",
@@ -148,11 +152,29 @@ class PreRunCheck:
         return self.retest_of is not None or bool(self.revisits)
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Folding creates many small objects at once; the cyclic GC would rescan them all again
+    and again (measured: more than half of a 100k-event fold). Nothing here makes cycles
+    that need it, so it waits until the fold is done."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class InvestigationState:
     """Fold events into the graph and the indexes; answer status and retest questions."""
 
     def __init__(self) -> None:
-        self.graph = nx.MultiDiGraph()
+        self._graph = nx.MultiDiGraph()
+        # Node and edge additions wait here until someone reads .graph: folding 100k events
+        # should not pay networkx's per-edge cost for a graph nobody looks at.
+        self._pending_nodes: list[tuple[str, dict[str, Any]]] = []
+        self._pending_edges: list[tuple[str, str, str, dict[str, Any]]] = []
         self.title = ""
         self.created_ts: float | None = None
         self.last_seq = 0
@@ -166,8 +188,10 @@ class InvestigationState:
         self.baselines: dict[str, int] = {}  # target -> run id
         self.evidence: dict[str, list[dict[str, Any]]] = {}  # hypothesis -> entries
         self.user_links: list[tuple[str, str, str]] = []
-        self._by_check: dict[str, list[int]] = {}
-        self._known_state: dict[str, dict[str, Any] | None] = {}  # target -> last reported state
+        self._by_check: dict[tuple[str, str], int] = {}  # (check key, state key) -> latest run
+        self._counts: dict[str, dict[str, int]] = {}  # hypothesis -> verdict -> n
+        # target -> (last reported state, its part keys); None once a shell run made it unknown
+        self._known_state: dict[str, tuple[dict[str, Any], dict[str, str]] | None] = {}
         self._history: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (target, part)
         self._refuted_at: dict[str, str | None] = {}  # hypothesis -> state key of refuting run
         self._handlers: dict[str, Callable[[Event], None]] = {
@@ -188,11 +212,29 @@ class InvestigationState:
 
     # ---------------------------------------------------------------- folding
 
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The hypothesis graph (a networkx MultiDiGraph), up to the last folded event."""
+        if self._pending_nodes or self._pending_edges:
+            with _gc_paused():
+                self._graph.add_nodes_from(self._pending_nodes)
+                self._graph.add_edges_from(self._pending_edges)
+            self._pending_nodes, self._pending_edges = [], []
+        return self._graph
+
+    def _node(self, node: str, **attrs: Any) -> None:
+        self._pending_nodes.append((node, attrs))
+
+    def _edge(self, u: str, v: str, kind: str, **attrs: Any) -> None:
+        attrs["kind"] = kind
+        self._pending_edges.append((u, v, kind, attrs))
+
     @classmethod
     def fold(cls, events: Iterable[Event]) -> InvestigationState:
         state = cls()
-        for event in events:
-            state.apply(event)
+        with _gc_paused():
+            for event in events:
+                state.apply(event)
         return state
 
     def apply(self, event: Event) -> None:
@@ -209,10 +251,10 @@ class InvestigationState:
     def _symptom(self, e: Event) -> None:
         sym = SymptomDef(e.data["id"], e.data.get("title", e.data["id"]), e.data.get("text", ""))
         self.symptoms[sym.id] = sym
-        self.graph.add_node(f"symptom:{sym.id}", kind="symptom", title=sym.title)
+        self._node(f"symptom:{sym.id}", kind="symptom", title=sym.title)
         for hyp in self.hypotheses.values():
             if sym.id in hyp.explains:
-                self.graph.add_edge(f"hyp:{hyp.id}", f"symptom:{sym.id}", key="explains", kind="explains")
+                self._edge(f"hyp:{hyp.id}", f"symptom:{sym.id}", "explains")
 
     def _hypothesis(self, e: Event) -> None:
         hyp = HypothesisDef.from_dict(e.data)
@@ -230,26 +272,25 @@ class InvestigationState:
             self.graph.remove_edges_from(stale)
         self.hypotheses[hyp.id] = hyp
         self.evidence.setdefault(hyp.id, [])
-        self.graph.add_node(node, kind="hypothesis", title=hyp.title)
+        self._node(node, kind="hypothesis", title=hyp.title)
         for sym in hyp.explains:
             if sym in self.symptoms:
-                self.graph.add_edge(node, f"symptom:{sym}", key="explains", kind="explains", catalog=True)
+                self._edge(node, f"symptom:{sym}", "explains", catalog=True)
         for test in hyp.probes:
-            self.graph.add_node(f"probe:{test.probe}", kind="probe")
-            self.graph.add_edge(
-                f"probe:{test.probe}", node, key="tests", kind="tests", prediction=test.predicts, catalog=True
+            self._node(f"probe:{test.probe}", kind="probe")
+            self._edge(f"probe:{test.probe}", node, "tests", prediction=test.predicts, catalog=True
             )
         for remedy in hyp.remedies:
-            self.graph.add_node(f"remedy:{remedy}", kind="remedy")
-            self.graph.add_edge(f"remedy:{remedy}", node, key="addresses", kind="addresses", catalog=True)
+            self._node(f"remedy:{remedy}", kind="remedy")
+            self._edge(f"remedy:{remedy}", node, "addresses", catalog=True)
         for kind, other in hyp.links:
-            self.graph.add_node(f"hyp:{other}")  # may be defined later
-            self.graph.add_edge(node, f"hyp:{other}", key=kind, kind=kind, catalog=True)
+            self._node(f"hyp:{other}")  # may be defined later
+            self._edge(node, f"hyp:{other}", kind, catalog=True)
 
     def _link(self, e: Event) -> None:
         src, dst, kind = e.data["src"], e.data["dst"], e.data["kind"]
         self.user_links.append((src, dst, kind))
-        self.graph.add_edge(src, dst, key=kind, kind=kind)
+        self._edge(src, dst, kind)
 
     def _run_started(self, e: Event) -> None:
         d = e.data
@@ -266,9 +307,9 @@ class InvestigationState:
             retest_of=d.get("retest_of"),
         )
         self.runs[run.id] = run
-        self.graph.add_node(f"run:{run.id}", kind="run")
-        self.graph.add_node(f"probe:{run.probe}", kind="probe")
-        self.graph.add_edge(f"run:{run.id}", f"probe:{run.probe}", key="of", kind="of")
+        self._node(f"run:{run.id}", kind="run")
+        self._node(f"probe:{run.probe}", kind="probe")
+        self._edge(f"run:{run.id}", f"probe:{run.probe}", "of")
 
     def _run_finished(self, e: Event) -> None:
         d = e.data
@@ -276,17 +317,19 @@ class InvestigationState:
         run.classification = d["classification"]
         run.reason = d.get("reason", "")
         run.records = d.get("records", [])
-        run.result = d.get("result", {})
+        run.result = result_fields(run.records)
         run.lines = d.get("lines", {})
         run.finished_ts = e.ts
         run.finished_seq = e.seq
-        self.graph.nodes[f"run:{run.id}"]["classification"] = run.classification
+        self._node(f"run:{run.id}", kind="run", classification=run.classification)
         reported = d.get("state")
         if reported is not None:
             run.state = reported
-            run.state_key = state_key(reported, run.remedies)
-            self._known_state[run.target] = reported
-            for part, key in component_keys(reported).items():
+            # Keys are computed once, when the run is recorded; older events lack them.
+            parts = d.get("state_parts") or component_keys(reported)
+            run.state_key = d.get("state_key") or state_key(reported, run.remedies)
+            self._known_state[run.target] = (reported, parts)
+            for part, key in parts.items():
                 history = self._history.setdefault((run.target, part), [])
                 if not history or history[-1][0] != key:
                     history.append((key, run.id))
@@ -295,7 +338,7 @@ class InvestigationState:
             # what we knew of the target's state is no longer known.
             self._known_state[run.target] = None
         if run.classification in _ANSWERED and run.state_key is not None:
-            self._by_check.setdefault(run.check_key, []).append(run.id)
+            self._by_check[(run.check_key, run.state_key)] = run.id
 
     def _evidence(self, e: Event) -> None:
         d = e.data
@@ -307,8 +350,9 @@ class InvestigationState:
             "seq": e.seq,
         }
         self.evidence.setdefault(d["hypothesis"], []).append(entry)
-        self.graph.add_edge(
-            f"run:{d['run']}", f"hyp:{d['hypothesis']}", key="evidence", kind="evidence", verdict=d["verdict"]
+        counts = self._counts.setdefault(d["hypothesis"], {"supports": 0, "refutes": 0, "inconclusive": 0})
+        counts[d["verdict"]] += 1
+        self._edge(f"run:{d['run']}", f"hyp:{d['hypothesis']}", "evidence", verdict=d["verdict"]
         )
         if d["verdict"] == "refutes":
             self._refuted_at[d["hypothesis"]] = self.runs[d["run"]].state_key
@@ -324,9 +368,9 @@ class InvestigationState:
             applied_ts=e.ts,
         )
         self.applications[app.id] = app
-        self.graph.add_node(f"remedy:{app.remedy}", kind="remedy")
-        self.graph.add_node(f"app:{app.id}", kind="application")
-        self.graph.add_edge(f"app:{app.id}", f"remedy:{app.remedy}", key="applied", kind="applied")
+        self._node(f"remedy:{app.remedy}", kind="remedy")
+        self._node(f"app:{app.id}", kind="application")
+        self._edge(f"app:{app.id}", f"remedy:{app.remedy}", "applied")
 
     def _reverted(self, e: Event) -> None:
         self.applications[e.data["application"]].active = False
@@ -335,8 +379,7 @@ class InvestigationState:
         d = e.data
         app = self.applications[d["application"]]
         app.verifications.append({"run": d["run"], "hypothesis": d["hypothesis"], "outcome": d["outcome"]})
-        self.graph.add_edge(
-            f"app:{app.id}", f"run:{d['run']}", key="verified-by", kind="verified-by", outcome=d["outcome"]
+        self._edge(f"app:{app.id}", f"run:{d['run']}", "verified-by", outcome=d["outcome"]
         )
 
     def _flag(self, e: Event) -> None:
@@ -377,16 +420,13 @@ class InvestigationState:
         known = self._known_state.get(target)
         if known is None:
             return None
-        return state_key(known, self.active_remedies(target))
+        return state_key_of_parts(known[1], self.active_remedies(target))
 
     def testing(self, probe: str) -> list[str]:
         return [h.id for h in self.hypotheses.values() if any(t.probe == probe for t in h.probes)]
 
     def evidence_counts(self, hypothesis: str) -> dict[str, int]:
-        counts = {"supports": 0, "refutes": 0, "inconclusive": 0}
-        for entry in self.evidence.get(hypothesis, ()):
-            counts[entry["verdict"]] += 1
-        return counts
+        return dict(self._counts.get(hypothesis, {"supports": 0, "refutes": 0, "inconclusive": 0}))
 
     def fixed_by(self, hypothesis: str) -> Application | None:
         """The active application verified to make the symptom stop, if any."""
@@ -416,11 +456,8 @@ class InvestigationState:
         expected = self.expected_state(target)
         if expected is None:
             return PreRunCheck(ck, None)
-        retest = None
-        for run_id in reversed(self._by_check.get(ck, ())):
-            if self.runs[run_id].state_key == expected:
-                retest = self.runs[run_id]
-                break
+        earlier = self._by_check.get((ck, expected))
+        retest = self.runs[earlier] if earlier is not None else None
         revisits = tuple(
             h
             for h in self.testing(probe)
@@ -473,8 +510,8 @@ class InvestigationState:
         }
 
     def snapshot(self) -> dict[str, Any]:
-        """The whole folded state as plain data (what replay --json prints)."""
-        return {
+        """The whole folded state as plain data (what replay --json prints), a deep copy."""
+        return copy.deepcopy({
             "event": self.last_seq,
             "title": self.title,
             "symptoms": [s.to_dict() for s in self.symptoms.values()],
@@ -484,4 +521,4 @@ class InvestigationState:
             "flags": [f.to_dict() for f in self.flags],
             "notes": self.notes,
             "baselines": self.baselines,
-        }
+        })

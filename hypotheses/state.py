@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any, Iterable, Mapping
 
-__all__ = ["STATE_COMPONENTS", "check_key", "component_keys", "state_key", "canonical"]
+__all__ = ["STATE_COMPONENTS", "canonical", "check_key", "component_keys", "state_key", "state_key_of_parts"]
 
 # The parts of a run's reported state, each digested on its own so that oscillation can be
 # told per part (the environment went back to cu128; the code went back to before the lock).
@@ -38,4 +38,8 @@ def component_keys(state: Mapping[str, Any]) -> dict[str, str]:
 
 def state_key(state: Mapping[str, Any], remedies: Iterable[str] = ()) -> str:
     """Digest of a reported state plus the active remedy applications (their digests)."""
-    return _digest({"parts": component_keys(state), "remedies": sorted(remedies)})
+    return state_key_of_parts(component_keys(state), remedies)
+
+
+def state_key_of_parts(parts: Mapping[str, str], remedies: Iterable[str] = ()) -> str:
+    return _digest({"parts": dict(parts), "remedies": sorted(remedies)})

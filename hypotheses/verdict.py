@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from .catalog import ProbeTest
 from .rules import MissingField
 
-__all__ = ["Verdict", "judge", "EVIDENCE_CLASSES"]
+__all__ = ["EVIDENCE_CLASSES", "Verdict", "judge", "result_fields"]
 
 # Only these classifications can carry evidence; a transport fault, a timeout, a kill or a
 # run that never reported says nothing about any hypothesis.
 EVIDENCE_CLASSES = ("completed", "failed")
+
+
+def result_fields(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fields rules read: every ``result`` record merged in order, plus the error's."""
+    fields: dict[str, Any] = {}
+    for rec in records:
+        if rec.get("kind") == "result":
+            fields.update({k: v for k, v in rec.items() if k != "kind"})
+        elif rec.get("kind") == "error":
+            fields.setdefault("error_type", rec.get("type"))
+            fields.setdefault("message", rec.get("message"))
+    return fields
 
 
 @dataclass(frozen=True)
@@ -25,13 +37,20 @@ class Verdict:
 def judge(test: ProbeTest, classification: str, result: Mapping[str, Any]) -> Verdict | None:
     """The verdict of *result* on the hypothesis *test* belongs to; None if no evidence.
 
-    A ``failed`` run only counts when the probe test says so (``counts_failed``): then the
+    A run the test's ``applies`` rule excludes (another face of the race, say) gives no
+    evidence at all. A ``failed`` run only counts when the probe test says so (``counts_failed``): then the
     error record's fields (``error_type``, ``message``) are in *result*.
     """
     if classification not in EVIDENCE_CLASSES:
         return None
     if classification == "failed" and not test.counts_failed:
         return None
+    if test.applies is not None:
+        try:
+            if not test.applies.evaluate(result):
+                return None
+        except (MissingField, TypeError):
+            return None
     read = {}
     missing: list[str] = []
     for which, rule in (("supports", test.supports), ("refutes", test.refutes)):

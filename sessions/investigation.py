@@ -25,7 +25,10 @@ from hypotheses import (
     PreRunCheck,
     ProbeTest,
     RunInfo,
+    component_keys,
     judge,
+    result_fields,
+    state_key_of_parts,
 )
 
 from .redact import Redactor
@@ -42,18 +45,6 @@ class InvestigationError(ValueError):
 class RunStart:
     run: int
     check: PreRunCheck
-
-
-def result_fields(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The fields rules read: every ``result`` record merged in order, plus the error's."""
-    fields: dict[str, Any] = {}
-    for rec in records:
-        if rec.get("kind") == "result":
-            fields.update({k: v for k, v in rec.items() if k != "kind"})
-        elif rec.get("kind") == "error":
-            fields.setdefault("error_type", rec.get("type"))
-            fields.setdefault("message", rec.get("message"))
-    return fields
 
 
 def _ago(seconds: float) -> str:
@@ -322,19 +313,19 @@ class Investigation:
             raise InvestigationError(f"run #{run} already finished ({info.classification})")
         records = records or []
         fields = result_fields(records)
-        self._record(
-            "run.finished",
-            {
-                "run": run,
-                "classification": classification,
-                "reason": reason,
-                "records": records,
-                "result": fields,
-                "state": state,
-                "lines": dict(lines or {}),
-            },
-            ts,
-        )
+        finished: dict[str, Any] = {
+            "run": run,
+            "classification": classification,
+            "reason": reason,
+            "records": records,
+            "state": state,
+            "lines": dict(lines or {}),
+        }
+        if state is not None:
+            parts = component_keys(state)
+            finished["state_parts"] = parts
+            finished["state_key"] = state_key_of_parts(parts, info.remedies)
+        self._record("run.finished", finished, ts)
         for part, earlier, previous in self.state.oscillations(run):
             self._record(
                 "flag.raised",

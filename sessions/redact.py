@@ -9,6 +9,7 @@ are written, in events and in captured output alike.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any, Iterable, Mapping
@@ -28,6 +29,7 @@ _TOKEN_CHARS = re.compile(rb"[A-Za-z0-9_\-+/=.]*\Z")
 _MIN_SECRET = 6  # shorter values ("1", "true") would redact half the output
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
@@ -68,17 +70,28 @@ class Redactor:
     def redact_text(self, text: str) -> str:
         return self.redact_bytes(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
 
-    def redact_obj(self, obj: Any, key: str = "") -> Any:
+    def redact_obj(self, obj: Any) -> Any:
         """Redact recursively; a mapping entry whose key looks secret loses its value."""
-        if isinstance(obj, Mapping):
+        if isinstance(obj, dict):
             return {
-                k: ("<redacted>" if isinstance(k, str) and is_secret_name(k) and isinstance(v, str) else self.redact_obj(v, k))
+                k: "<redacted>" if type(v) is str and type(k) is str and is_secret_name(k) else self.redact_obj(v)
                 for k, v in obj.items()
             }
         if isinstance(obj, (list, tuple)):
             return [self.redact_obj(v) for v in obj]
-        if isinstance(obj, str):
+        if type(obj) is str:
             return self.redact_text(obj)
+        return obj
+
+    def redact_keys(self, obj: Any) -> Any:
+        """Only the secret-looking keys of mappings (values are left to redact_text)."""
+        if isinstance(obj, dict):
+            return {
+                k: "<redacted>" if type(v) is str and type(k) is str and is_secret_name(k) else self.redact_keys(v)
+                for k, v in obj.items()
+            }
+        if isinstance(obj, (list, tuple)):
+            return [self.redact_keys(v) for v in obj]
         return obj
 
     def split_safe(self, buffer: bytes) -> int:

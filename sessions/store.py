@@ -158,10 +158,11 @@ class Store:
         if self.readonly:
             raise StoreError(f"{self.path}: opened read-only (replay); nothing can be added")
         ts = time.time() if ts is None else ts
-        clean = self.redactor.redact_obj(data)
-        payload = json.dumps(clean, sort_keys=True, separators=(",", ":"))
+        clean = self.redactor.redact_keys(data)
+        dumped = json.dumps(clean, sort_keys=True, separators=(",", ":"))
+        payload = self.redactor.redact_text(dumped)  # secret values anywhere in the event
         cur = self.conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (ts, kind, payload))
-        return Event(int(cur.lastrowid), ts, kind, json.loads(payload))
+        return Event(int(cur.lastrowid), ts, kind, clean if payload == dumped else json.loads(payload))
 
     def events(self, upto: int | None = None, after: int = 0) -> Iterator[Event]:
         """Events in order: those with after < seq ≤ upto (all when upto is None)."""

@@ -1,0 +1,160 @@
+"""The SQLite session store: crash safety, refusal of bad files, output capture, redaction."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from sessions import Redactor, Store, StoreError
+
+
+def test_sigkill_mid_append_leaves_every_committed_event(tmp_path):
+    path = tmp_path / "s.sleuth"
+    Store.create(path).close()
+    writer = textwrap.dedent(
+        f"""
+        import sys
+        from sessions import Store
+        store = Store.open({str(path)!r})
+        i = 0
+        while True:
+            ev = store.append("note.added", {{"text": "x" * 2000, "i": i}})
+            print(ev.seq, flush=True)
+            i += 1
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+    committed = []
+    deadline = time.monotonic() + 30
+    while len(committed) < 300 and time.monotonic() < deadline:
+        committed.append(int(proc.stdout.readline()))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rest = proc.stdout.read().split()
+    committed += [int(x) for x in rest]
+    assert len(committed) >= 300
+    with Store.open(path, readonly=True) as store:
+        seqs = [e.seq for e in store.events()]
+        assert set(committed) <= set(seqs)
+        assert seqs == list(range(1, len(seqs) + 1))  # no gap, nothing half-written
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with Store.open(path) as store:  # and it takes new events
+        assert store.append("note.added", {"text": "after"}).seq == len(seqs) + 1
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"this is not a database at all\n" * 10, "not an SQLite database"),
+        (b"SQLite format 3\x00" + b"\xff" * 4000, "not a readable sleuth session"),
+    ],
+)
+def test_corrupt_file_is_refused_and_left_untouched(tmp_path, content, words):
+    path = tmp_path / "bad.sleuth"
+    path.write_bytes(content)
+    before = _digest(path)
+    with pytest.raises(StoreError, match=words):
+        Store.open(path)
+    assert _digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.sleuth"]  # no -wal / -shm left
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    conn.execute("CREATE TABLE events (seq INTEGER)")
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    with pytest.raises(StoreError, match="not a sleuth session"):
+        Store.open(path)
+    assert _digest(path) == before
+
+
+def test_events_are_append_only(tmp_path):
+    with Store.create(tmp_path / "s.sleuth") as store:
+        store.append("note.added", {"text": "one"})
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            store.conn.execute("UPDATE events SET kind = 'x'")
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            store.conn.execute("DELETE FROM events")
+
+
+def test_readonly_store_refuses_writes(tmp_path):
+    Store.create(tmp_path / "s.sleuth").close()
+    with Store.open(tmp_path / "s.sleuth", readonly=True) as store:
+        with pytest.raises(StoreError, match="read-only"):
+            store.append("note.added", {"text": "x"})
+
+
+def test_capture_keeps_every_byte_and_reads_any_window(tmp_path):
+    with Store.create(tmp_path / "s.sleuth", Redactor({})) as store:
+        cap = store.capture(1)
+        expected_out, expected_err = [], []
+        # odd chunk sizes: lines split across chunks, streams interleaved
+        out_text = "".join(f'  "key_{i}": {i},\n' for i in range(5000)).encode()
+        err_text = "".join(f"warning {i}\n" for i in range(300)).encode()
+        o = e = 0
+        while o < len(out_text) or e < len(err_text):
+            cap.write("stdout", out_text[o : o + 1013])
+            o += 1013
+            if e < len(err_text):
+                cap.write("stderr", err_text[e : e + 97])
+                e += 97
+        cap.write("stdout", b"no newline at the end")
+        lines = cap.close()
+        expected_out = out_text.decode().splitlines() + ["no newline at the end"]
+        expected_err = err_text.decode().splitlines()
+        assert lines == {"stdout": 5001, "stderr": 300}
+        assert store.output_bytes(1, "stdout") == out_text + b"no newline at the end"
+        assert store.output_bytes(1, "stderr") == err_text
+        got_out = [ln.text for ln in store.lines(1, 0, 10_000, stream="stdout")]
+        assert got_out == expected_out
+        assert [ln.text for ln in store.lines(1, 4990, 20, stream="stdout")] == expected_out[4990:]
+        assert [ln.text for ln in store.lines(1, 123, 3, stream="stderr")] == expected_err[123:126]
+        merged = store.lines(1, 0, 100_000)
+        assert len(merged) == 5301
+        assert [ln.number for ln in merged] == list(range(5301))
+        assert sorted(ln.text for ln in merged) == sorted(expected_out + expected_err)
+        window = store.lines(1, 2000, 50)
+        assert [ln.number for ln in window] == list(range(2000, 2050))
+        assert [ln.text for ln in window] == [ln.text for ln in merged[2000:2050]]
+        assert store.output_summary(1)["complete"] is True
+
+
+def test_secrets_never_reach_the_store(tmp_path):
+    token = "hf_" + "A1b2C3d4E5" * 4
+    red = Redactor({"HF_TOKEN": token, "WANDB_API_KEY": "0123456789abcdef", "HOME": "/root"})
+    with Store.create(tmp_path / "s.sleuth", red) as store:
+        store.append("run.finished", {"state": {"env": {"HF_TOKEN": token, "PATH": "/usr/bin"}}, "note": f"tok={token}"})
+        cap = store.capture(1)
+        data = f"login with {token} ok\nwandb key 0123456789abcdef\n".encode()
+        for i in range(0, len(data), 7):  # split the secrets across chunks
+            cap.write("stdout", data[i : i + 7])
+        cap.write("stderr", b"github ghp_" + b"x" * 36 + b" done\n")
+        cap.close()
+    raw = (tmp_path / "s.sleuth").read_bytes()
+    for wal in tmp_path.glob("s.sleuth-wal"):
+        raw += wal.read_bytes()
+    assert token.encode() not in raw
+    assert b"0123456789abcdef" not in raw
+    assert b"ghp_xxxx" not in raw
+    with Store.open(tmp_path / "s.sleuth", readonly=True) as store:
+        out = store.output_bytes(1, "stdout").decode()
+        assert "login with <redacted:HF_TOKEN> ok" in out
+        assert "wandb key <redacted:WANDB_API_KEY>" in out
+        event = next(store.events())
+        assert event.data["state"]["env"] == {"HF_TOKEN": "<redacted>", "PATH": "/usr/bin"}
+        assert event.data["note"] == "tok=<redacted:HF_TOKEN>"
