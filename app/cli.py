@@ -19,6 +19,9 @@ from hypotheses import CatalogError
 from probes import TEMPLATE, ConfigError, load_config
 from sessions import Investigation, InvestigationError, StoreError, Workspace
 
+from .probe_cli import ERRORS as PROBE_ERRORS
+from .probe_cli import add_probe_commands
+
 __all__ = ["main", "build_parser"]
 
 EXIT_BAD_INPUT = 2
@@ -265,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("events", cmd_events, "the event log")
     p.add_argument("--json", action="store_true")
 
+    add_probe_commands(sub, add)
+
     p = add("export", cmd_export, "export the session")
     p.add_argument("--format", default="json", help="json")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
@@ -276,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError) as exc:
+    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError, *PROBE_ERRORS) as exc:
         print(f"sleuth: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ Exceptions:
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,7 @@ class _Lines:
 
 def load_config(path: Path | str | None) -> Config:
     """Parse *path* (None or missing file: just the ``local`` target)."""
-    targets = {"local": Target(name="local", origin="built-in")}
+    targets = {"local": Target(name="local", python=sys.executable, origin="built-in")}
     if path is None or not Path(path).is_file():
         return Config(None, targets)
     path = Path(path)
@@ -219,7 +220,7 @@ def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:
         user=need("user", str, "a user name"),
         identity=need("identity", str, "a path to a private key"),
         container=container,
-        python=need("python", str, "a path to a python interpreter") or "python3",
+        python=need("python", str, "a path to a python interpreter") or (sys.executable if not ssh else "python3"),
         env={k: str(v) for k, v in env.items()},
         workdir=need("workdir", str, "a directory"),
         code_local=code_local,

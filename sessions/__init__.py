@@ -7,11 +7,18 @@ from __future__ import annotations
 
 from .investigation import Investigation, InvestigationError, RunStart, result_fields
 from .redact import Redactor, is_secret_name
+from .runs import CircularRetest, RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
 from .store import STREAMS, CaptureWriter, OutputLine, Store, StoreError
 from .workspace import Workspace
 
 __all__ = [
     "CaptureWriter",
+    "CircularRetest",
+    "RunReport",
+    "RunRequest",
+    "request_for_probe",
+    "request_for_shell",
+    "run_probe",
     "Investigation",
     "InvestigationError",
     "OutputLine",

@@ -1,0 +1,218 @@
+"""`sleuth probe …` and `sleuth target …`: run probes on real targets from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from probes import HopChain, ProbeError, build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from probes.runner import chain_for
+from sessions import CircularRetest, Investigation, Workspace, request_for_probe, request_for_shell, run_probe
+
+__all__ = ["add_probe_commands"]
+
+EXIT_RETEST = 3
+
+
+class ProbeUsageError(ValueError):
+    pass
+
+
+def _params(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ProbeUsageError(f"--param {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)  # 4 → int, true → bool, "x" → str
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _probe(args: argparse.Namespace):
+    probes = builtin_probes()
+    chosen = [x for x in (args.id, args.script, args.shell) if x]
+    if len(chosen) != 1:
+        raise ProbeUsageError("give exactly one of: a probe ID, --script FILE, --shell 'CMD'")
+    if args.script:
+        path = Path(args.script)
+        if not path.is_file():
+            raise ProbeUsageError(f"--script {args.script}: no such file")
+        return probe_from_file(path, default_id=f"script:{path.name}")
+    if args.id and args.id not in probes:
+        raise ProbeUsageError(f"unknown probe {args.id!r}; probes: {', '.join(probes)}")
+    return probes.get(args.id) if args.id else None
+
+
+def cmd_probe_list(args: argparse.Namespace) -> int:
+    probes = builtin_probes()
+    catalog = Workspace(".").catalog()
+    rows = []
+    for p in probes.values():
+        tests = [h.id for h in catalog.hypotheses.values() if any(t.probe == p.id for t in h.probes)]
+        rows.append({"id": p.id, "title": p.title, "timeout": p.timeout, "cost_s": p.cost, "tests": tests,
+                     "params": p.params, "reports": list(p.reports), "file": str(p.path)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['id']:<18} {r['title']}")
+        print(f"{'':<18} tests: {', '.join(r['tests']) or '-'}; ~{r['cost_s']:g} s; timeout {r['timeout']:g} s")
+    return 0
+
+
+def _confirm(message: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    sys.stderr.write(f"sleuth: {message}\nRun it anyway? [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def cmd_probe_run(args: argparse.Namespace) -> int:
+    ws = Workspace(".")
+    config = load_config(ws.config_path)
+    target = config.target(args.target)
+    probe = _probe(args)
+    params = _params(args.param)
+    with ws.open(args.session) as inv:
+        request = request_for_shell(args.shell) if args.shell else request_for_probe(inv, probe, target, params)
+        live = None if args.json or args.quiet else _echo
+        try:
+            report = asyncio.run(run_probe(inv, target, request, force=args.force, timeout=args.timeout, on_output=live))
+        except CircularRetest as flag:
+            if _confirm(str(flag)):
+                report = asyncio.run(run_probe(inv, target, request, force=True, timeout=args.timeout, on_output=live))
+            else:
+                inv.decline_run(request.probe, request.params, target.name, flag.check)
+                print(f"sleuth: circular retest: {flag}; not run (pass --force to run it anyway)", file=sys.stderr)
+                return EXIT_RETEST
+        return _report(inv, report, args.json)
+
+
+def _echo(stream: str, data: bytes) -> None:
+    out = sys.stdout if stream == "stdout" else sys.stderr
+    out.buffer.write(data)
+    out.flush()
+
+
+def _report(inv: Investigation, report, as_json: bool) -> int:
+    data = report.to_json(inv)
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(f"\n#{data['run_id']} {data['probe']} on {data['target']}: {data['classification']} — {data['reason']}")
+        for ev in data["evidence"]:
+            print(f"  {ev['verdict']} {ev['hypothesis']}")
+        print(f"  full output: {data['output']} ({data['lines']['stdout']:,} + {data['lines']['stderr']:,} lines)")
+    return 0 if data["classification"] == "completed" else 1
+
+
+def cmd_target_show(args: argparse.Namespace) -> int:
+    ws = Workspace(".")
+    target = load_config(ws.config_path).target(args.name)
+    chain = chain_for(target)
+    if args.shell:
+        note = f"the sleuth prelude on stdin, which runs argv ['bash', '-c', {args.shell!r}]"
+    else:
+        probes = builtin_probes()
+        if args.probe and args.probe not in probes:
+            raise ProbeUsageError(f"unknown probe {args.probe!r}; probes: {', '.join(probes)}")
+        pid = args.probe or "target-check"
+        from probes import ProgramSpec
+
+        program = build_program(ProgramSpec(probe=pid, source=probes[pid].source), new_nonce())
+        note = f"the program on stdin: prelude + probe {pid} ({len(program):,} bytes, never quoted)"
+    print(f"target {target.name}: {target.describe()}  ({target.origin})")
+    for i, hop in enumerate(chain.hops(note), 1):
+        print(f"  {i}. {hop.name}")
+        print(f"       receives: {hop.receives}")
+    if target.is_local:
+        extras = []
+        if target.workdir:
+            extras.append(f"cwd {target.workdir}")
+        if target.env:
+            extras.append("env " + " ".join(f"{k}=…" for k in target.env))
+        if extras:
+            print("  (local: " + ", ".join(extras) + " set by the subprocess call, not a shell)")
+    return 0
+
+
+def cmd_target_check(args: argparse.Namespace) -> int:
+    """Round-trip a tiny probe; if it fails, find the hop that broke by trying each prefix."""
+    ws = Workspace(".")
+    target = load_config(ws.config_path).target(args.name)
+    probe = builtin_probes()["target-check"]
+    with ws.open(args.session) as inv:
+        request = request_for_probe(inv, probe, target, {"echo": ["it's", '"quoted"', "$HOME", "`id`", "a\\b", "ü"]})
+        report = asyncio.run(run_probe(inv, target, request, force=True))
+        data = report.to_json(inv)
+        result = next((r for r in data["records"] if r["kind"] == "result"), None)
+        if args.json:
+            print(json.dumps({"ok": result is not None, "classification": data["classification"],
+                              "reason": data["reason"], "far_end": result, "run_id": data["run_id"]}, indent=2))
+        print(f"target {target.name}: {target.describe()}", file=sys.stderr if args.json else sys.stdout)
+        if result is None:
+            hop = report.outcome.failed_hop
+            chain = chain_for(target)
+            hops = chain.hops()
+            where = f"hop {hop}: {hops[hop - 1].name}" if hop and hop <= len(hops) else _guess_hop(target, data)
+            print(f"  BROKEN at {where}\n  {data['classification']}: {data['reason']}", file=sys.stderr)
+            return 1
+        if args.json:
+            return 0
+        echo_ok = result.get("echo") == request.params["echo"]
+        print(f"  far end: user {result['user']} (uid {result['uid']}) on {result['host']}, cwd {result['cwd']}")
+        print(f"  interpreter: {result['executable']} (Python {result['python']}, venv: {result['in_venv']})")
+        print(f"  container: {result['container'] or 'none seen'}; argv {result['argv']}")
+        print(f"  parameters came back {'byte for byte' if echo_ok else 'CHANGED: ' + repr(result.get('echo'))}")
+        shown = {k: v for k, v in result["env"].items() if k in target.env or k in ("PATH", "HOME", "VIRTUAL_ENV")}
+        for k, v in shown.items():
+            print(f"  env {k}={v}")
+        print(f"  round trip: {data['seconds']:.2f} s (run #{data['run_id']})")
+        return 0 if echo_ok else 1
+
+
+def _guess_hop(target, data: dict[str, Any]) -> str:
+    reason = data["reason"]
+    if target.container and ("not found" in reason or "No such" in reason or data["classification"] == "no_result"):
+        return f"the container hop ({target.container.kind} {target.container.id}) or the interpreter {target.python}"
+    return f"the interpreter {target.python}"
+
+
+def add_probe_commands(sub: Any, add: Any) -> None:
+    probe = sub.add_parser("probe", help="list and run probes", description="list and run probes")
+    probe_sub = probe.add_subparsers(dest="action", metavar="ACTION")
+    probe_sub.required = True
+    p = add("list", cmd_probe_list, "the built-in probes and what they test", probe_sub)
+    p.add_argument("--json", action="store_true")
+    p = add("run", cmd_probe_run, "run a probe on a target and record it", probe_sub)
+    p.add_argument("id", nargs="?", help="a built-in probe id (sleuth probe list)")
+    p.add_argument("--script", metavar="FILE", help="your own Python probe (same protocol: emit(), params)")
+    p.add_argument("--shell", metavar="CMD", help="a shell command, run as bash -c CMD at the far end")
+    p.add_argument("--target", default="local", help="target name from sleuth.toml (default: local)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="probe parameter (JSON value or text)")
+    p.add_argument("--timeout", type=float, help="seconds before the run is killed")
+    p.add_argument("--force", action="store_true", help="run even if it is a circular retest")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="do not echo the output live")
+
+    target = sub.add_parser("target", help="show and check targets", description="show and check targets")
+    target_sub = target.add_subparsers(dest="action", metavar="ACTION")
+    target_sub.required = True
+    p = add("show", cmd_target_show, "print exactly what each hop of a target receives", target_sub)
+    p.add_argument("name")
+    p.add_argument("--probe", metavar="ID")
+    p.add_argument("--shell", metavar="CMD")
+    p = add("check", cmd_target_check, "round-trip argv and environment through every hop", target_sub)
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
+
+
+ERRORS = (ProbeUsageError, ProbeError)

@@ -1,0 +1,80 @@
+"""Built-in probes: plain Python files in probes/scripts/, each with a ``PROBE`` literal.
+
+The literal (read with ``ast.literal_eval``, never imported) holds ``id``, ``title``,
+``timeout``, ``params`` (defaults), ``reports`` (the result fields) and ``cost`` (seconds,
+roughly: the UI suggests the cheapest probe that could change a status). Each file runs
+standalone too (``python probes/scripts/env_fingerprint.py`` prints its records as JSON).
+
+Exceptions:
+    ProbeError     unknown probe id, or a probe file without a valid PROBE literal
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ProbeDef", "ProbeError", "builtin_probes", "probe_from_file", "SCRIPTS_DIR"]
+
+SCRIPTS_DIR = Path(__file__).with_name("scripts")
+
+
+class ProbeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ProbeDef:
+    id: str
+    title: str
+    path: Path
+    timeout: float = 120.0
+    params: dict[str, Any] = field(default_factory=dict)
+    reports: tuple[str, ...] = ()
+    cost: float = 1.0
+    needs: tuple[str, ...] = ()  # e.g. ("torch",)
+    baseline: bool = False  # sessions passes the target's baseline result as params["baseline"]
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+
+def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
+    text = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text, str(path))
+    except SyntaxError as exc:
+        raise ProbeError(f"{path}:{exc.lineno}:{exc.offset or 1}: {exc.msg}") from None
+    meta: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PROBE" for t in node.targets):
+            try:
+                meta = ast.literal_eval(node.value)
+            except ValueError:
+                raise ProbeError(f"{path}:{node.lineno}: PROBE must be a literal dict") from None
+    if not meta and default_id is None:
+        raise ProbeError(f"{path}: no PROBE = {{...}} literal with an id")
+    return ProbeDef(
+        id=meta.get("id", default_id or path.stem),
+        title=meta.get("title", path.stem),
+        path=path,
+        timeout=float(meta.get("timeout", 120.0)),
+        params=dict(meta.get("params", {})),
+        reports=tuple(meta.get("reports", ())),
+        cost=float(meta.get("cost", 1.0)),
+        needs=tuple(meta.get("needs", ())),
+        baseline=bool(meta.get("baseline", False)),
+    )
+
+
+def builtin_probes() -> dict[str, ProbeDef]:
+    found = {}
+    for path in sorted(SCRIPTS_DIR.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        probe = probe_from_file(path)
+        found[probe.id] = probe
+    return found

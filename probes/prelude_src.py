@@ -1,0 +1,226 @@
+# sleuth probe prelude. This file is not imported: sleuth sends its text, followed by one
+# call of _sleuth_main(config), to `python -` on the target's stdin. Standard library only;
+# it must run on any Python 3.8+ at the far end.
+import json as _json
+import os as _os
+import sys as _sys
+
+
+def _sleuth_main(config):
+    import re
+    import select
+    import signal
+    import threading
+    import time
+    import traceback
+
+    nonce = config["nonce"]
+    marker = ("@@sleuth:%s " % nonce).encode()
+    try:
+        _os.setsid()  # our own process group: cancel and hang-up kill all of it
+    except OSError:
+        pass  # already a group leader (the local transport starts us that way)
+    out_fd = _os.dup(1)  # records go here, whatever the program does to sys.stdout
+    try:
+        _os.set_inheritable(out_fd, False)
+    except (AttributeError, OSError):
+        pass
+    lock = threading.Lock()
+
+    def emit(kind, **fields):
+        fields["kind"] = kind
+        line = marker + _json.dumps(fields, default=str, ensure_ascii=False).encode("utf-8", "replace") + b"\n"
+        for stream in (_sys.stdout, _sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        with lock:
+            view = memoryview(line)
+            while view:
+                view = view[_os.write(out_fd, view):]
+
+    def watchdog():
+        # When the reader of our stdout goes away (the ssh channel closed, sleuth died or
+        # cancelled the run), the pipe reports POLLERR/POLLHUP: kill the whole group so no
+        # process of the probe outlives its run.
+        poller = select.poll()
+        poller.register(out_fd, select.POLLERR | select.POLLHUP)
+        while True:
+            if poller.poll(500):
+                try:
+                    _os.killpg(_os.getpgrp(), signal.SIGKILL)
+                finally:
+                    _os._exit(137)
+
+    threading.Thread(target=watchdog, name="sleuth-watchdog", daemon=True).start()
+
+    if config.get("mode") == "shell":
+        import subprocess
+
+        child = subprocess.Popen(["bash", "-c", config["shell"]], stdin=subprocess.DEVNULL)
+        code = child.wait()
+        if code < 0:
+            signal.signal(-code, signal.SIG_DFL)
+            _os.kill(_os.getpid(), -code)
+        _sys.exit(code)
+
+    if config.get("quiet", True):
+        # Quieten the usual floods at their source; whatever still comes is captured whole.
+        for key, value in (
+            ("TRANSFORMERS_VERBOSITY", "error"),
+            ("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1"),
+            ("DATASETS_VERBOSITY", "error"),
+            ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+            ("TQDM_DISABLE", "1"),
+        ):
+            _os.environ.setdefault(key, value)
+
+    def read(path, limit=65536):
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(limit).decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    def torch_build():
+        # Read torch/version.py as text: importing torch costs seconds.
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec("torch")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        text = read(_os.path.join(list(spec.submodule_search_locations)[0], "version.py")) or ""
+        found = {}
+        for key in ("__version__", "cuda", "hip", "git_version"):
+            m = re.search(r"^%s\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]" % re.escape(key), text, re.M)
+            if m:
+                found[key.strip("_")] = m.group(1)
+        return found
+
+    def distributions():
+        try:
+            from importlib import metadata
+        except ImportError:
+            return {}
+        found = {}
+        for dist in metadata.distributions():
+            try:
+                name = dist.metadata["Name"]
+            except Exception:
+                name = None
+            if name:
+                found[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
+        return dict(sorted(found.items()))
+
+    def tree_summary(path, limit=200000):
+        info = {"path": path, "exists": _os.path.isdir(path), "entries": 0, "files": 0, "bytes": 0}
+        if not info["exists"]:
+            return info
+        try:
+            info["entries"] = len(_os.listdir(path))
+        except OSError:
+            return info
+        newest = 0.0
+        for root, _dirs, files in _os.walk(path):
+            for name in files:
+                info["files"] += 1
+                try:
+                    st = _os.stat(_os.path.join(root, name))
+                except OSError:
+                    continue
+                info["bytes"] += st.st_size
+                newest = max(newest, st.st_mtime)
+                if info["files"] >= limit:
+                    info["truncated"] = True
+                    return info
+        info["newest_mtime"] = newest
+        return info
+
+    def code_hash(path):
+        import hashlib
+
+        if not path or not _os.path.isdir(path):
+            return None
+        digest = hashlib.sha256()
+        count = 0
+        for root, dirs, files in _os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules"))
+            for name in sorted(files):
+                if not name.endswith((".py", ".toml", ".yaml", ".yml", ".json", ".cfg")):
+                    continue
+                full = _os.path.join(root, name)
+                try:
+                    with open(full, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                digest.update(_os.path.relpath(full, path).encode() + b"\0" + data + b"\0")
+                count += 1
+        return {"path": path, "files": count, "sha256": digest.hexdigest()[:16]}
+
+    def caches():
+        import getpass
+        import tempfile
+
+        try:
+            user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+        except Exception:
+            user = "unknown"
+        inductor = _os.environ.get("TORCHINDUCTOR_CACHE_DIR") or _os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
+        triton = _os.environ.get("TRITON_CACHE_DIR") or _os.path.join(_os.path.expanduser("~"), ".triton", "cache")
+        return {"inductor": tree_summary(inductor), "triton": tree_summary(triton)}
+
+    def driver():
+        text = read("/proc/driver/nvidia/version", 4096)
+        if not text:
+            return None
+        m = re.search(r"Kernel Module\s+([0-9.]+)", text)
+        return m.group(1) if m else text.splitlines()[0]
+
+    import platform
+
+    state = {
+        "env": {
+            "python": platform.python_version(),
+            "executable": _sys.executable,
+            "prefix": _sys.prefix,
+            "platform": platform.platform(),
+            "torch": torch_build(),
+            "driver": driver(),
+            "distributions": distributions(),
+        },
+        "code": code_hash(config.get("code_dir")),
+        "caches": caches(),
+    }
+    emit("state", **state)
+
+    started = time.time()
+    namespace = {"__name__": "__main__", "__file__": config["filename"], "emit": emit, "params": config["params"]}
+    exit_code = 0
+    ok = True
+    try:
+        exec(compile(config["source"], config["filename"], "exec"), namespace)
+    except SystemExit as exc:
+        code = exc.code
+        exit_code = code if isinstance(code, int) else (0 if code is None else 1)
+        ok = exit_code == 0
+    except BaseException as exc:  # the probe's own failure is a record, not a lost run
+        ok = False
+        exit_code = 1
+        emit(
+            "error",
+            type=type(exc).__name__,
+            message=str(exc),
+            traceback=traceback.format_exc(),
+        )
+    emit("done", ok=ok, exit=exit_code, seconds=round(time.time() - started, 3))
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    _sys.exit(exit_code)

@@ -1,0 +1,102 @@
+"""The probe protocol: building the program a run sends, and reading records back.
+
+The program on stdin is the prelude (``prelude_src.py``) plus one call
+``_sleuth_main(config)``; the config — nonce, parameters, the probe's source — is embedded as
+a JSON string inside a Python string literal made by ``repr``, which is exact for any text.
+Records come back as lines ``@@sleuth:<nonce> {json}`` on stdout; the nonce is fresh per
+run, so a probe's own output can never be taken for a record.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ProgramSpec", "RecordParser", "build_program", "new_nonce", "PRELUDE"]
+
+PRELUDE = Path(__file__).with_name("prelude_src.py").read_text(encoding="utf-8")
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    """What to run: a Python probe's source, or a shell command (mode "shell")."""
+
+    probe: str
+    source: str = ""
+    filename: str = "<probe>"
+    params: dict[str, Any] = field(default_factory=dict)
+    mode: str = "python"  # "python" | "shell"
+    shell: str = ""
+    code_dir: str | None = None
+    quiet: bool = True
+
+
+def build_program(spec: ProgramSpec, nonce: str) -> bytes:
+    config = {
+        "nonce": nonce,
+        "probe": spec.probe,
+        "source": spec.source,
+        "filename": spec.filename,
+        "params": spec.params,
+        "mode": spec.mode,
+        "shell": spec.shell,
+        "code_dir": spec.code_dir,
+        "quiet": spec.quiet,
+    }
+    payload = json.dumps(config, ensure_ascii=True)
+    return (PRELUDE + f"\n_sleuth_main(_json.loads({payload!r}))\n").encode("utf-8")
+
+
+class RecordParser:
+    """Pulls records out of a stdout byte stream, chunk by chunk."""
+
+    def __init__(self, nonce: str) -> None:
+        self.marker = f"@@sleuth:{nonce} ".encode()
+        self.records: list[dict[str, Any]] = []
+        self.malformed = 0
+        self._tail = b""
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        buffer = self._tail + data
+        if self.marker not in buffer:
+            self._tail = self._keep(buffer)
+            return []
+        lines = buffer.split(b"\n")
+        last = lines.pop()
+        self._tail = last if self.marker in last else self._keep(last)
+        return [r for r in (self._line(line) for line in lines) if r is not None]
+
+    def _keep(self, buffer: bytes) -> bytes:
+        """The end of *buffer* that could be the first part of a marker (and its record)."""
+        end = buffer[-len(self.marker) :]
+        return end[end.rfind(b"\n") + 1 :]
+
+    def finish(self) -> list[dict[str, Any]]:
+        tail, self._tail = self._tail, b""
+        rec = self._line(tail)
+        return [rec] if rec is not None else []
+
+    def _line(self, line: bytes) -> dict[str, Any] | None:
+        at = line.find(self.marker)
+        if at < 0:
+            return None
+        try:
+            rec = json.loads(line[at + len(self.marker) :].decode("utf-8", "replace"))
+        except ValueError:
+            self.malformed += 1
+            return None
+        if not isinstance(rec, dict) or "kind" not in rec:
+            self.malformed += 1
+            return None
+        self.records.append(rec)
+        return rec
+
+    def kinds(self) -> list[str]:
+        return [r["kind"] for r in self.records]

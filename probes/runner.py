@@ -1,0 +1,132 @@
+"""Running one probe on one target: program, transport, capture, records, classification."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from .classify import RunFacts, classify
+from .config import Target
+from .hops import HopChain
+from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
+from .transport import SshPool, run_chain
+
+__all__ = ["OutputSink", "RunOutcome", "execute", "chain_for"]
+
+_TAIL = 8192
+
+
+class OutputSink(Protocol):
+    """Where output goes as it arrives (sessions.CaptureWriter is one)."""
+
+    def write(self, stream: str, data: bytes) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+@dataclass
+class RunOutcome:
+    classification: str
+    reason: str
+    records: list[dict[str, Any]]  # every record but the state one, in order
+    state: dict[str, Any] | None  # what the prelude reported of env, code and caches
+    lines: dict[str, int]
+    bytes: int
+    exit_status: int | None
+    signal: str | None
+    seconds: float
+    failed_hop: int | None = None
+    nonce: str = ""
+    facts: RunFacts = field(default_factory=RunFacts, repr=False)
+
+
+def chain_for(target: Target) -> HopChain:
+    return HopChain.python(target)
+
+
+def code_dir(target: Target) -> str | None:
+    return target.code_local if target.is_local else (target.code_remote or target.workdir)
+
+
+async def execute(
+    target: Target,
+    spec: ProgramSpec,
+    sink: OutputSink,
+    *,
+    pool: SshPool | None = None,
+    cancel: asyncio.Event | None = None,
+    timeout: float | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_output: Callable[[str, bytes], None] | None = None,
+) -> RunOutcome:
+    """Run *spec* on *target*; every byte goes to *sink* as it arrives."""
+    nonce = new_nonce()
+    if spec.code_dir is None and code_dir(target):
+        spec = ProgramSpec(**{**spec.__dict__, "code_dir": code_dir(target)})
+    program = build_program(spec, nonce)
+    parser = RecordParser(nonce)
+    counts = {"stdout": 0, "stderr": 0}
+    tails = {"stdout": b"", "stderr": b""}
+    total = 0
+    last_flush = time.monotonic()
+
+    def output(stream: str, data: bytes) -> None:
+        nonlocal total, last_flush
+        sink.write(stream, data)
+        total += len(data)
+        counts[stream] += data.count(b"\n")
+        tails[stream] = (tails[stream] + data)[-_TAIL:]
+        if stream == "stdout":
+            for rec in parser.feed(data):
+                if on_record:
+                    on_record(rec)
+        if on_output:
+            on_output(stream, data)
+        now = time.monotonic()
+        if now - last_flush > 0.2:
+            sink.flush()
+            last_flush = now
+
+    exit = await run_chain(chain_for(target), program, output, pool=pool, cancel=cancel, timeout=timeout)
+    for rec in parser.finish():
+        if on_record:
+            on_record(rec)
+    sink.flush()
+    for stream, tail in tails.items():
+        if tail and not tail.endswith(b"\n"):
+            counts[stream] += 1
+    records = parser.records
+    facts = RunFacts(
+        mode=spec.mode,
+        exit_status=exit.exit_status,
+        signal=exit.signal,
+        timed_out=exit.timed_out,
+        cancelled=exit.cancelled,
+        transport_error=exit.transport_error,
+        kinds=[r["kind"] for r in records],
+        error=next((r for r in records if r["kind"] == "error"), None),
+        lines=dict(counts),
+        last_lines={
+            s: [ln for ln in t.decode("utf-8", "replace").splitlines() if parser.marker.decode() not in ln][-3:]
+            for s, t in tails.items()
+        },
+        seconds=exit.seconds,
+    )
+    classification, reason = classify(facts)
+    state = next(({k: v for k, v in r.items() if k != "kind"} for r in records if r["kind"] == "state"), None)
+    return RunOutcome(
+        classification=classification,
+        reason=reason,
+        records=[r for r in records if r["kind"] != "state"],
+        state=state if classification not in ("transport",) else None,
+        lines=dict(counts),
+        bytes=total,
+        exit_status=exit.exit_status,
+        signal=exit.signal,
+        seconds=exit.seconds,
+        failed_hop=exit.failed_hop,
+        nonce=nonce,
+        facts=facts,
+    )

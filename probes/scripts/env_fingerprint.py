@@ -1,0 +1,109 @@
+"""Environment fingerprint: torch build, CUDA, triton, driver, GPUs, key packages and
+variables — diffed against the target's baseline when one is marked."""
+
+PROBE = {
+    "id": "env-fingerprint",
+    "title": "environment fingerprint (torch / CUDA / triton / driver), diffed against the baseline",
+    "timeout": 120,
+    "cost": 3,
+    "baseline": True,
+    "params": {"import_torch": True},
+    "reports": ["fingerprint", "has_baseline", "drift", "drift_keys", "torch", "cuda", "triton"],
+}
+
+if "emit" not in globals():  # run standalone: records as JSON lines on stdout
+    import json
+
+    def emit(kind, **fields):
+        print(json.dumps({"kind": kind, **fields}, default=str))
+
+    params = {}
+
+import os
+import platform
+import re
+import sys
+
+try:
+    from importlib import metadata
+except ImportError:  # pragma: no cover
+    metadata = None
+
+WATCH = (
+    "torch", "triton", "pytorch-triton", "transformers", "accelerate", "flash-attn", "numpy",
+    "nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cuda-runtime",
+    "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "deepspeed", "sglang", "vllm",
+)
+VARS = re.compile(r"^(CUDA_|TORCH|PYTORCH_|NCCL_|TRITON_|CUBLAS|CUDNN|LD_LIBRARY_PATH$|OMP_NUM_THREADS$)")
+SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.I)
+
+
+def version(name):
+    if metadata is None:
+        return None
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def driver():
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            m = re.search(r"Kernel Module\s+([0-9.]+)", fh.read())
+            return m.group(1) if m else "unknown"
+    except OSError:
+        return None
+
+
+fp = {
+    "python": platform.python_version(),
+    "platform": platform.platform(),
+    "machine": platform.machine(),
+    "driver": driver(),
+}
+for name in WATCH:
+    v = version(name)
+    if v is not None:
+        fp["pkg:" + name] = v
+for key, value in sorted(os.environ.items()):
+    if VARS.match(key) and not SECRET.search(key):
+        fp["var:" + key] = value
+
+if params.get("import_torch", True) and version("torch") is not None:
+    import torch
+
+    fp["torch"] = torch.__version__
+    fp["torch.cuda"] = torch.version.cuda
+    fp["torch.git"] = getattr(torch.version, "git_version", None)
+    fp["cuda_available"] = torch.cuda.is_available()
+    if torch.cuda.is_available():
+        fp["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        fp["cudnn"] = torch.backends.cudnn.version()
+    try:
+        import triton
+
+        fp["triton"] = triton.__version__
+    except Exception:  # triton absent on CPU builds, or broken: both worth seeing
+        fp["triton"] = None
+
+baseline = params.get("baseline")
+drift_keys = []
+if isinstance(baseline, dict):
+    for key in sorted(set(baseline) | set(fp)):
+        if key in ("platform",):  # kernel patch levels differ between hosts of one fleet
+            continue
+        if baseline.get(key) != fp.get(key):
+            drift_keys.append(key)
+
+emit(
+    "result",
+    fingerprint=fp,
+    has_baseline=isinstance(baseline, dict),
+    drift=len(drift_keys),
+    drift_keys=drift_keys,
+    drift_detail={k: [baseline.get(k), fp.get(k)] for k in drift_keys} if isinstance(baseline, dict) else {},
+    torch=fp.get("torch") or fp.get("pkg:torch"),
+    cuda=fp.get("torch.cuda"),
+    triton=fp.get("triton") or fp.get("pkg:triton") or fp.get("pkg:pytorch-triton"),
+)
