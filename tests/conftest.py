@@ -52,3 +52,13 @@ def inv(session_path: Path, catalog):
     investigation = Investigation.create(session_path, "test", catalog)
     yield investigation
     investigation.close()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """Real OpenSSH servers (jump + gpu host with a pct stand-in) for the whole test session."""
+    from sshd_harness import SshHarness
+
+    harness = SshHarness(tmp_path_factory.mktemp("sshd")).setup().start()
+    yield harness
+    harness.stop()
