@@ -1,0 +1,133 @@
+"""`sleuth probe …` and `sleuth target …` as a user runs them, against the real sshd."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli import sleuth
+
+from probes import ConfigError, load_config
+
+
+@pytest.fixture
+def project(tmp_path: Path, sshd) -> Path:
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    text = (d / "sleuth.toml").read_text() + "\n" + sshd.toml("ct200") + "\n" + sshd.toml("ct999", container="999")
+    (d / "sleuth.toml").write_text(text)
+    return d
+
+
+def test_target_show_prints_what_each_hop_receives(project, sshd):
+    out = sleuth(project, "target", "show", "ct200", "--probe", "env-fingerprint").stdout
+    assert f"ssh 127.0.0.1:{sshd.servers['jump'].port} (jump)" in out
+    assert f"one command string for its login shell: pct exec 200 -- {sshd.python} -" in out
+    assert f"argv ['{sshd.python}', '-']" in out
+    assert "prelude + probe env-fingerprint" in out and "never quoted" in out
+    out = sleuth(project, "target", "show", "ct200", "--shell", "nvidia-smi | tail -20").stdout
+    assert "['bash', '-c', 'nvidia-smi | tail -20']" in out
+
+
+def test_target_check_round_trips_through_every_hop(project, sshd):
+    out = sleuth(project, "target", "check", "ct200").stdout
+    assert "parameters came back byte for byte" in out
+    assert f"interpreter: {sshd.python}" in out and "venv: True" in out
+    assert "container: lxc" in out
+    data = json.loads(sleuth(project, "target", "check", "ct200", "--json").stdout)
+    assert data["ok"] and data["far_end"]["echo"] == ["it's", '"quoted"', "$HOME", "`id`", "a\\b", "ü"]
+
+
+def test_target_check_says_which_hop_broke(project):
+    proc = sleuth(project, "target", "check", "ct999", check=False)
+    assert proc.returncode == 1
+    assert "BROKEN at the container hop (pct 999)" in proc.stderr
+    assert "nodes/pve/lxc/999.conf' does not exist" in proc.stderr
+
+
+def test_probe_run_json_records_the_run_with_evidence(project):
+    proc = sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json")
+    data = json.loads(proc.stdout)
+    assert set(data) >= {"run_id", "classification", "reason", "records", "state_key", "lines", "output"}
+    assert data["classification"] == "completed"
+    assert [r["kind"] for r in data["records"]] == ["result", "done"]
+    assert data["lines"] == {"stdout": 3, "stderr": 0}
+    assert data["output"].endswith(f"#run/{data['run_id']}")
+    assert data["evidence"] and data["evidence"][0]["hypothesis"] == "cache-invalidation"
+    hyps = {h["id"]: h for h in json.loads(sleuth(project, "hypotheses", "--json").stdout)}
+    ev = hyps["cache-invalidation"]["evidence"]
+    assert ev["supports"] + ev["refutes"] == 1
+    # the same check again, nothing changed: refused without --force, exit 3, recorded
+    again = sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json", check=False)
+    assert again.returncode == 3 and f"repeats #{data['run_id']}" in again.stderr
+    forced = json.loads(sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json", "--force").stdout)
+    assert forced["retest_of"] == data["run_id"]
+    flags = [e for e in json.loads(sleuth(project, "events", "--json").stdout) if e["kind"] == "flag.raised"]
+    assert [f["data"].get("declined", False) for f in flags] == [True, False]
+
+
+def test_probe_run_script_and_params(project, tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text("import sys\nprint('x' * 10)\nemit('result', threads=params['threads'], name=params['name'], py=sys.version_info[0])\n")
+    data = json.loads(
+        sleuth(project, "probe", "run", "--script", str(script), "--target", "ct200", "--param", "threads=4",
+               "--param", "name=it's $x", "--json").stdout
+    )
+    assert data["classification"] == "completed"
+    assert data["records"][0] == {"kind": "result", "threads": 4, "name": "it's $x", "py": 3}
+    assert data["probe"] == "script:mine.py"
+
+
+def test_probe_run_bad_input_is_exit_2(project):
+    for args, words in (
+        (["probe", "run", "no-such"], "unknown probe 'no-such'"),
+        (["probe", "run", "cache-inventory", "--target", "nowhere"], "no target 'nowhere'"),
+        (["probe", "run", "cache-inventory", "--param", "oops"], "expected KEY=VALUE"),
+        (["probe", "run", "--script", "/no/such.py"], "no such file"),
+    ):
+        proc = sleuth(project, *args, check=False)
+        assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "words"),
+    [
+        ('ssh = "gpu"\nport = "22"\n', 4, "targets.bad.port: must be a port number"),
+        ('ssh = "gpu"\ncontainer = { kind = "docker" }\n', 4, "targets.bad.container.id: a docker container needs an id"),
+        ('ssh = "gpu"\ncolour = "red"\n', 4, "targets.bad.colour: unknown key"),
+        ('jump = ["bastion"]\n', 3, "a jump chain needs ssh"),
+        ('ssh = "gpu"\nenv = { A = ["x"] }\n', 4, "targets.bad.env"),
+        ('ssh = "gpu"\nconnect_timeout = 0\n', 4, "connect_timeout: must be more than 0"),
+    ],
+)
+def test_bad_target_names_key_and_line(tmp_path, body, line, words):
+    path = tmp_path / "sleuth.toml"
+    path.write_text("# targets\n[targets.bad]\n" + body)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert err.value.line == line, str(err.value)
+    assert words in str(err.value)
+    assert str(err.value).startswith(f"{path}:{line}:")
+
+
+def test_good_config_parses_every_key(tmp_path):
+    path = tmp_path / "sleuth.toml"
+    path.write_text(
+        '[targets.ct200]\nssh = "root@10.1.2.6"\njump = ["bastion", "edge:2222"]\nport = 22\nuser = "root"\n'
+        'identity = "~/.ssh/id_ed25519"\ncontainer = { kind = "pct", id = "200" }\npython = "/root/venv/bin/python3"\n'
+        'env = { PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }\nworkdir = "/root/dflash"\n'
+        'code = { local = "drafter/", remote = "/root/dflash" }\nconnect_timeout = 10\n'
+    )
+    t = load_config(path).target("ct200")
+    assert t.jump == ("bastion", "edge:2222") and t.container.kind == "pct" and t.container.id == "200"
+    assert t.code_remote == "/root/dflash" and t.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    from probes import HopChain
+
+    chain = HopChain.python(t)
+    assert chain.far_argv == [
+        "pct", "exec", "200", "--", "env", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        "sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sleuth-cd", "/root/dflash", "/root/venv/bin/python3", "-",
+    ]
+    assert chain.remote_command.count("'") == 2  # one shlex.join: only the sh script needed quotes
