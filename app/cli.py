@@ -12,8 +12,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from hypotheses import CatalogError
 from probes import TEMPLATE, ConfigError, load_config

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from probes import HopChain, ProbeError, build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from probes import ProbeError, build_program, builtin_probes, load_config, new_nonce, probe_from_file
 from probes.runner import chain_for
 from sessions import CircularRetest, Investigation, Workspace, request_for_probe, request_for_shell, run_probe
 

@@ -13,9 +13,10 @@ Exceptions:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import tomlkit
 import tomlkit.exceptions

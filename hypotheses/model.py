@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import networkx as nx
 

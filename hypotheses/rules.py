@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Rule", "RuleError", "MissingField", "compile_rule"]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = ["STATE_COMPONENTS", "canonical", "check_key", "component_keys", "state_key", "state_key_of_parts"]
 

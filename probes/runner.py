@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from .classify import RunFacts, classify
 from .config import Target
@@ -72,31 +73,49 @@ async def execute(
     total = 0
     last_flush = time.monotonic()
 
+    # A sink that counts lines itself (the session store's) saves a pass over every byte.
+    sink_counts = getattr(sink, "lines", None) if isinstance(getattr(sink, "lines", None), dict) else None
+
     def output(stream: str, data: bytes) -> None:
-        nonlocal total, last_flush
+        nonlocal total
         sink.write(stream, data)
         total += len(data)
-        counts[stream] += data.count(b"\n")
-        tails[stream] = (tails[stream] + data)[-_TAIL:]
+        if sink_counts is None:
+            counts[stream] += data.count(b"\n")
+        tail = tails[stream]
+        tails[stream] = (tail + data[-_TAIL:])[-_TAIL:] if len(data) < _TAIL else data[-_TAIL:]
         if stream == "stdout":
             for rec in parser.feed(data):
                 if on_record:
                     on_record(rec)
         if on_output:
             on_output(stream, data)
-        now = time.monotonic()
-        if now - last_flush > 0.2:
-            sink.flush()
-            last_flush = now
 
-    exit = await run_chain(chain_for(target), program, output, pool=pool, cancel=cancel, timeout=timeout)
+    async def ticker() -> None:
+        # Output that arrives and then stops (a line, then a long compile) still reaches
+        # the store within a fraction of a second.
+        nonlocal last_flush
+        while True:
+            await asyncio.sleep(0.1)
+            if time.monotonic() - last_flush > 0.1:
+                sink.flush()
+                last_flush = time.monotonic()
+
+    tick = asyncio.ensure_future(ticker())
+    try:
+        exit = await run_chain(chain_for(target), program, output, pool=pool, cancel=cancel, timeout=timeout)
+    finally:
+        tick.cancel()
     for rec in parser.finish():
         if on_record:
             on_record(rec)
     sink.flush()
-    for stream, tail in tails.items():
-        if tail and not tail.endswith(b"\n"):
-            counts[stream] += 1
+    if sink_counts is not None:
+        counts = dict(sink.lines)  # after flush: the store's own count of every line
+    else:
+        for stream, tail in tails.items():
+            if tail and not tail.endswith(b"\n"):
+                counts[stream] += 1
     records = parser.records
     facts = RunFacts(
         mode=spec.mode,

@@ -17,9 +17,9 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import asyncssh
 
@@ -29,6 +29,16 @@ from .hops import HopChain
 __all__ = ["ExitInfo", "SshPool", "TransportError", "run_chain", "split_host"]
 
 OnOutput = Callable[[str, bytes], None]
+# AES-GCM first: one AEAD call a packet where chacha20-poly1305 takes three in asyncssh
+# (measured on loopback: 208 vs 144 MB/s). Both are OpenSSH defaults; the server picks.
+_CIPHERS = [
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes128-ctr",
+    "aes192-ctr",
+    "aes256-ctr",
+]
 READ_SIZE = 1 << 16
 
 
@@ -114,7 +124,7 @@ async def _run_local(chain: HopChain, stdin: bytes, on_output: OnOutput, cancel:
         kill()
         try:
             await asyncio.wait_for(work, 10)
-        except asyncio.TimeoutError:  # something escaped the group and holds the pipes
+        except TimeoutError:  # something escaped the group and holds the pipes
             pass
     stop.cancel()
     code = proc.returncode
@@ -175,7 +185,7 @@ class SshPool:
             for c in (conn, *tunnels):
                 try:
                     await asyncio.wait_for(c.wait_closed(), 5)
-                except (asyncio.TimeoutError, OSError, asyncssh.Error):
+                except (TimeoutError, OSError, asyncssh.Error):
                     pass
 
 
@@ -237,6 +247,7 @@ async def _connect(target: Target) -> tuple[asyncssh.SSHClientConnection, _Clien
             known_hosts=known,
             connect_timeout=target.connect_timeout,
             keepalive_interval=15,
+            encryption_algs=_CIPHERS,
         )
         if keys:
             options["client_keys"] = keys
@@ -255,7 +266,7 @@ async def _connect(target: Target) -> tuple[asyncssh.SSHClientConnection, _Clien
             for c in reversed(tunnels):
                 c.close()
             raise TransportError(f"{what}: " + _host_key_message(host, port, known, shown), index) from None
-        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncssh.Error) as exc:
             for c in reversed(tunnels):
                 c.close()
             raise TransportError(_describe(exc, what, target.connect_timeout), index) from None
@@ -313,7 +324,7 @@ async def _run_ssh(
         proc.close()  # the far end's watchdog sees its stdout reader go and kills the group
         try:
             await asyncio.wait_for(work, 10)
-        except (asyncio.TimeoutError, OSError, asyncssh.Error):
+        except (TimeoutError, OSError, asyncssh.Error):
             pass
     stop.cancel()
     info.exit_status = proc.exit_status if proc.exit_status not in (None, -1) or proc.exit_signal is None else None

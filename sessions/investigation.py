@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from hypotheses import (
     LINK_KINDS,
@@ -32,7 +33,7 @@ from hypotheses import (
 )
 
 from .redact import Redactor
-from .store import CaptureWriter, Store, StoreError
+from .store import CaptureWriter, Store
 
 __all__ = ["Investigation", "InvestigationError", "RunStart", "result_fields"]
 

@@ -7,9 +7,10 @@ records them). The UI and the CLI call :func:`run_probe`; it never blocks the ev
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hypotheses import PreRunCheck
 from probes import ProgramSpec, RunOutcome, SshPool, Target, execute

@@ -191,6 +191,20 @@ class SshHarness:
         fields.update(over)
         return Target(**fields)
 
+    def ssh_config(self) -> Path:
+        """An OpenSSH client config for the same hosts (for the baselines in bench/)."""
+        path = self.root / "ssh_config"
+        jump, gpu = self.servers["jump"], self.servers["gpu"]
+        common = (
+            f"  HostName 127.0.0.1\n  User {self.user}\n  IdentityFile {self.client_key}\n"
+            f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+            "  IdentitiesOnly yes\n"
+        )
+        path.write_text(
+            f"Host jump\n  Port {jump.port}\n{common}\nHost gpu\n  Port {gpu.port}\n{common}"
+        )
+        return path
+
     def toml(self, name: str = "ct200", jump: bool = True, container: str | None = "200") -> str:
         t = self.target(name, jump, container)
         out = [f"[targets.{name}]", f'ssh = "{t.ssh}"', f"port = {t.port}"]

@@ -273,9 +273,10 @@ def test_sshd_killed_mid_run_is_transport_and_leaves_no_process(tmp_path_factory
 
 
 def test_transport_failure_is_never_evidence(sshd, remote_inv):
+    from sshd_harness import free_port
+
     from probes import builtin_probes
     from sessions import request_for_probe
-    from sshd_harness import free_port
 
     target = sshd.target(jump=False, port=free_port())
     req = request_for_probe(remote_inv, builtin_probes()["cache-inventory"], target, {})

@@ -22,7 +22,6 @@ if "emit" not in globals():  # run standalone: records as JSON lines on stdout
 import os
 import platform
 import re
-import sys
 
 try:
     from importlib import metadata

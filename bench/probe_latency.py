@@ -1,0 +1,195 @@
+"""Benchmark: a probe's round trip through a jump host, and output capture throughput.
+
+Everything runs in one go on loopback against real OpenSSH servers (tests/sshd_harness.py:
+a jump host and a gpu host behind it, a pct hop, a venv python). Each way of running sends
+the same bytes — sleuth's program for a trivial probe — to the same ``pct exec 200 --
+python -`` at the far end, so only the transport differs:
+
+  * sleuth: asyncssh, one connection per target reused for every probe;
+  * a fresh ``ssh -J jump gpu`` per command (what people type);
+  * OpenSSH with ControlMaster (a warm master connection, the best plain-ssh practice).
+
+Capture: 200 MB of output lines from the far end into a real session store (chunks and
+line index), vs ``ssh gpu … > file`` with OpenSSH.
+
+    python bench/probe_latency.py [--runs 15] [--megabytes 200] [--json]
+Goals (issue 3): ≥ 4× faster than a fresh ssh -J; within 1.1× of ControlMaster; capture ≥ 0.7× raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from sshd_harness import SshHarness  # noqa: E402
+
+from probes import HopChain, ProgramSpec, SshPool, build_program, execute, new_nonce, run_chain  # noqa: E402
+from sessions import Redactor, Store  # noqa: E402
+
+TRIVIAL = "emit('result', ok=True)\n"
+
+
+def timed(fn, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--megabytes", type=int, default=200)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        h = SshHarness(Path(tmp) / "sshd").setup().start()
+        try:
+            results = measure(h, Path(tmp), args)
+        finally:
+            h.stop()
+    if args.json:
+        print(json.dumps(results))
+        return
+    r = results
+    print(f"{'round trip of a trivial probe (median)':<52} {'seconds':>8}")
+    print(f"{'  fresh ssh -J per command':<52} {r['fresh_ssh_s']:>8.3f}")
+    print(f"{'  OpenSSH ControlMaster (warm)':<52} {r['controlmaster_s']:>8.3f}")
+    print(f"{'  sleuth (asyncssh, reused connection)':<52} {r['sleuth_s']:>8.3f}")
+    print(f"{'  vs_fresh_ssh = fresh / sleuth':<52} {r['vs_fresh_ssh']:>8.2f}×  (goal ≥ 4)")
+    print(f"{'  vs_controlmaster = sleuth / ControlMaster':<52} {r['vs_controlmaster']:>8.2f}×  (goal ≤ 1.1)")
+    print(f"{'the transport alone (pct exec 200 -- true), median':<52}")
+    print(f"{'  fresh ssh -J / ControlMaster / sleuth':<52} {r['fresh_ssh_true_s']:.3f} / {r['controlmaster_true_s']:.3f} / {r['sleuth_true_s']:.3f}"
+          f"  ({r['fresh_ssh_true_s'] / r['sleuth_true_s']:.2f}× fresh, {r['sleuth_true_s'] / r['controlmaster_true_s']:.2f}× CM)")
+    print(f"{'capture of ' + str(r['megabytes']) + ' MB':<52} {'MB/s':>8}")
+    print(f"{'  ssh gpu … > file (OpenSSH, raw)':<52} {r['raw_mb_s']:>8.1f}")
+    print(f"{'  sleuth, output discarded (transport ceiling)':<52} {r['asyncssh_discard_mb_s']:>8.1f}")
+    print(f"{'  sleuth into the session store':<52} {r['sleuth_mb_s']:>8.1f}")
+    print(f"{'  capture_vs_raw = sleuth / raw':<52} {r['capture_vs_raw']:>8.2f}×  (goal ≥ 0.7)")
+    print(f"{'  (then the deferred WAL checkpoint, seconds)':<52} {r['checkpoint_after_s']:>8.2f}")
+
+
+def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
+    target = h.target()
+    cfg = h.ssh_config()
+    program = build_program(ProgramSpec(probe="trivial", source=TRIVIAL), new_nonce())
+    remote = shlex.join(HopChain.python(target).far_argv)
+    ssh = ["ssh", "-F", str(cfg)]
+    control = tmp / "cm-%C"
+    cm_opts = ["-o", "ControlMaster=auto", "-o", f"ControlPath={control}", "-o", "ControlPersist=120"]
+
+    def fresh() -> None:
+        subprocess.run([*ssh, "-J", "jump", "gpu", remote], input=program, capture_output=True, check=True)
+
+    def master() -> None:
+        subprocess.run([*ssh, *cm_opts, "-J", "jump", "gpu", remote], input=program, capture_output=True, check=True)
+
+    class Null:
+        def write(self, stream: str, data: bytes) -> None:
+            pass
+
+        def flush(self) -> None:
+            pass
+
+    loop = asyncio.new_event_loop()
+    pool = SshPool()
+
+    def sleuth() -> None:
+        out = loop.run_until_complete(execute(target, ProgramSpec(probe="trivial", source=TRIVIAL), Null(), pool=pool))
+        assert out.classification == "completed", out.reason
+
+    fresh()
+    master()  # starts the master
+    sleuth()  # opens the connection
+    t_fresh = statistics.median(timed(fresh, args.runs))
+    t_cm = statistics.median(timed(master, args.runs))
+    t_sleuth = statistics.median(timed(sleuth, args.runs))
+
+    # the transport alone: `pct exec 200 -- true`, no python at the far end
+    true_remote = shlex.join(["pct", "exec", "200", "--", "true"])
+    true_chain = HopChain(target, ["pct", "exec", "200", "--", "true"])
+    t_fresh_true = statistics.median(timed(lambda: subprocess.run([*ssh, "-J", "jump", "gpu", true_remote], capture_output=True, check=True), args.runs))
+    t_cm_true = statistics.median(timed(lambda: subprocess.run([*ssh, *cm_opts, "-J", "jump", "gpu", true_remote], capture_output=True, check=True), args.runs))
+    t_sleuth_true = statistics.median(timed(lambda: loop.run_until_complete(run_chain(true_chain, b"", lambda s, d: None, pool=pool)), args.runs))
+    subprocess.run([*ssh, *cm_opts, "-O", "exit", "gpu"], capture_output=True)
+
+    # capture: the same generator, 1 MiB blocks of training-log lines (JSON metrics,
+    # warnings, a config dump line), written as fast as the far end can
+    mb = args.megabytes
+    gen = (
+        "import sys, json\n"
+        "lines = []\n"
+        "for i in range(20000):\n"
+        "    if i % 50 == 0:\n"
+        "        lines.append('/usr/lib/python3/site-packages/torch/_inductor/utils.py:1250: UserWarning: flex_attention called without torch.compile()')\n"
+        "    elif i % 97 == 0:\n"
+        "        lines.append(json.dumps({'vision_config': {'depth': 27, 'hidden_act': 'gelu_pytorch_tanh', 'hidden_size': 1152}}))\n"
+        "    else:\n"
+        "        lines.append(json.dumps({'step': i, 'loss': 2.5 / (1 + i), 'lr': 3e-4, 'tokens_per_s': 12345.6 + i, 'grad_norm': 0.91}))\n"
+        "block = ('\\n'.join(lines) + '\\n').encode()[: 1 << 20]\n"
+        "block = block[: block.rfind(b'\\n') + 1]\n"
+        f"for _ in range({mb} * (1 << 20) // len(block)):\n    sys.stdout.buffer.write(block)\nsys.stdout.flush()\n"
+    )
+    raw_file = tmp / "raw.out"
+    gen_remote = shlex.join(HopChain(target, HopChain.python(target).far_argv).far_argv)
+    t0 = time.perf_counter()
+    with raw_file.open("wb") as fh:
+        subprocess.run([*ssh, "gpu", gen_remote], input=gen.encode(), stdout=fh, check=True)
+    t_raw = time.perf_counter() - t0
+    raw_bytes = raw_file.stat().st_size
+
+    store = Store.create(tmp / "cap.sleuth", Redactor.from_environ())
+    capture = store.capture(1)
+    t0 = time.perf_counter()
+    out = loop.run_until_complete(execute(target, ProgramSpec(probe="gen", source=gen), capture, pool=pool))
+    capture.close()
+    t_cap = time.perf_counter() - t0
+    assert out.classification == "completed", out.reason
+    stored = store.output_summary(1)["bytes"]
+    t0 = time.perf_counter()
+    null = loop.run_until_complete(execute(target, ProgramSpec(probe="gen", source=gen), Null(), pool=pool))
+    t_null = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store.close()  # the deferred WAL checkpoint (fsyncs every byte), not on the capture path
+    t_checkpoint = time.perf_counter() - t0
+    loop.run_until_complete(pool.close())
+    loop.close()
+    raw_mb_s = raw_bytes / t_raw / 1e6
+    cap_mb_s = stored / t_cap / 1e6
+    return {
+        "fresh_ssh_s": round(t_fresh, 4),
+        "controlmaster_s": round(t_cm, 4),
+        "sleuth_s": round(t_sleuth, 4),
+        "vs_fresh_ssh": round(t_fresh / t_sleuth, 3),
+        "vs_controlmaster": round(t_sleuth / t_cm, 3),
+        "megabytes": mb,
+        "raw_mb_s": round(raw_mb_s, 1),
+        "sleuth_mb_s": round(cap_mb_s, 1),
+        "capture_vs_raw": round(cap_mb_s / raw_mb_s, 3),
+        "checkpoint_after_s": round(t_checkpoint, 3),
+        "asyncssh_discard_mb_s": round(null.bytes / t_null / 1e6, 1),
+        "fresh_ssh_true_s": round(t_fresh_true, 4),
+        "controlmaster_true_s": round(t_cm_true, 4),
+        "sleuth_true_s": round(t_sleuth_true, 4),
+        "stored_bytes": stored,
+        "raw_bytes": raw_bytes,
+    }
+
+
+if __name__ == "__main__":
+    main()
