@@ -1,0 +1,155 @@
+"""Train the example drafter with N worker threads — and hit the compile race.
+
+    python examples/drafter/train.py [--threads 4] [--steps 30] [--device cpu]
+                                     [--race fx-trace|compile] [--cold-cache] [--seed 0]
+
+--race fx-trace (default): a target-side thread FX-traces the target model while drafter
+threads call the compiled flex_attention: torch raises "Detected that you are using FX to
+symbolically trace a dynamo-optimized function" in the drafter threads.
+--race compile: each worker drafts at its own sequence length, so the workers compile
+concurrently while the others call compiled code (the seed's case on torch 2.11 GPUs).
+
+Exit status 1 with the first error on stderr when the race hits, 0 when clean. The last
+line of stdout is always JSON: {"errors": {type: count}, "compiles_during_workers": n,
+"steps": n, ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=30, help="steps per worker")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--race", choices=["fx-trace", "compile"], default="fx-trace")
+    ap.add_argument("--cold-cache", action="store_true", help="start from empty inductor/triton caches")
+    ap.add_argument("--seq", type=int, default=128, help="sequence length (worker i uses seq + 16*i with --race compile)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backward", action="store_true", help="train through flex_attention (GPU only: no CPU backward)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.cold_cache:
+        fresh = tempfile.mkdtemp(prefix="drafter-cache-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(fresh, "inductor")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(fresh, "triton")
+
+    import torch
+    from torch._dynamo.utils import counters
+
+    from model import Drafter, TargetModel, extract_features
+
+    torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    drafter = Drafter().to(device)
+    target = TargetModel().to(device)
+    errors: dict[str, int] = {}
+    first_error: list[str] = []
+    losses: list[float] = []
+    steps_done = [0]
+    lock = threading.Lock()
+
+    def seq_len(worker: int) -> int:
+        return args.seq + (16 * worker if args.race == "compile" else 0)
+
+    def record(exc: BaseException) -> None:
+        with lock:
+            name = type(exc).__name__
+            errors[name] = errors.get(name, 0) + 1
+            if not first_error:
+                first_error.append(traceback.format_exc())
+
+    def draft_step(worker: int, step: int) -> float:
+        g = torch.Generator().manual_seed(args.seed * 1000 + worker * 100 + step)
+        s = seq_len(worker)
+        tokens = torch.randint(0, 512, (1, s), generator=g).to(device)
+        hidden = torch.randn(1, s, 64, generator=g).to(device)
+        with torch.set_grad_enabled(args.backward):
+            logits = drafter(tokens, hidden)
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, 512), tokens.view(-1))
+        if args.backward:
+            loss.backward()
+        return loss.item()
+
+    def worker(index: int) -> None:
+        for step in range(args.steps):
+            try:
+                loss = draft_step(index, step)
+            except Exception as exc:  # the race: keep going, count it
+                record(exc)
+                continue
+            with lock:
+                losses.append(loss)
+                steps_done[0] += 1
+
+    stop = threading.Event()
+
+    def feature_extractor() -> None:
+        x = torch.randn(1, 8, 64, device=device)
+        while not stop.is_set():
+            try:
+                extract_features(target, x)
+            except Exception as exc:
+                record(exc)
+
+    if args.threads == 1:
+        # single-threaded: the same steps, no concurrency, and a training update per step
+        compiles_before = counters["stats"]["unique_graphs"]
+        for step in range(args.steps):
+            try:
+                loss = draft_step(0, step)
+            except Exception as exc:
+                record(exc)
+                continue
+            losses.append(loss)
+            steps_done[0] += 1
+        extract_features(target, torch.randn(1, 8, 64, device=device))
+        compiles_during = 0
+        del compiles_before
+    else:
+        draft_step(0, 0)  # the usual warm-up: one call on the main thread, first shape only
+        compiles_before = counters["stats"]["unique_graphs"]
+        threads = [threading.Thread(target=worker, args=(i,), name=f"drafter-{i}") for i in range(args.threads)]
+        if args.race == "fx-trace":
+            threads.append(threading.Thread(target=feature_extractor, name="target-features"))
+        for t in threads:
+            t.start()
+        for t in threads[: args.threads]:
+            t.join()
+        stop.set()
+        for t in threads[args.threads :]:
+            t.join()
+        compiles_during = counters["stats"]["unique_graphs"] - compiles_before
+
+    summary = {
+        "errors": errors,
+        "compiles_during_workers": compiles_during,
+        "steps": steps_done[0],
+        "threads": args.threads,
+        "race": args.race,
+        "cold_cache": args.cold_cache,
+        "torch": torch.__version__,
+        "checksum": round(sum(losses), 6),
+    }
+    if first_error:
+        sys.stderr.write(first_error[0])
+    print(json.dumps(summary), flush=True)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
