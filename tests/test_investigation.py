@@ -7,7 +7,7 @@ from conftest import env_state, record_run
 from hypotheses import InvestigationState
 from sessions import Investigation
 
-RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37, "errors_total": 37}
+RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37, "errors_total": 37, "control_fx_trace_errors": 0}
 RACE_CLEAN = {**RACE_FAIL, "fx_trace_errors": 0, "errors_total": 0}
 LOCK_FILES = [{"path": "train.py", "before_sha": "aa", "after_sha": "bb", "diff": "+ with _lock:"}]
 
@@ -32,7 +32,7 @@ def test_fold_of_a_hunt_gives_the_expected_statuses(inv):
     record_run(inv, "env-fingerprint", {"has_baseline": True, "drift": 0}, s, params={"baseline": 1})
     record_run(inv, "compile-race", RACE_FAIL, s)
     record_run(inv, "cache-inventory", {"cold": True, "keys_match": True, "entries": 0}, s)
-    record_run(inv, "dense-fallback", {"fallback": False, "slowdown": 1.1}, s)
+    record_run(inv, "dense-fallback", {"observed": True, "fallback": False, "slowdown": 1.1}, s)
     assert statuses(inv) == {
         "compile-race": "supported",
         "concurrent-compile": "open",  # the fx-trace face says nothing about it (applies rule)

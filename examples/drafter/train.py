@@ -122,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         del compiles_before
     else:
         draft_step(0, 0)  # the usual warm-up: one call on the main thread, first shape only
-        compiles_before = counters["stats"]["unique_graphs"]
         threads = [threading.Thread(target=worker, args=(i,), name=f"drafter-{i}") for i in range(args.threads)]
         if args.race == "fx-trace":
             threads.append(threading.Thread(target=feature_extractor, name="target-features"))
+        compiles_before = counters["stats"]["unique_graphs"]
         for t in threads:
             t.start()
         for t in threads[: args.threads]:

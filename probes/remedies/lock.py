@@ -1,0 +1,196 @@
+"""The lock remedy: one process-wide re-entrant lock around every call of a compiled
+flex_attention, every create_block_mask and every FX tracing site of a module.
+
+The compiled function is wrapped where it is made (``_sleuth_serialized(torch.compile(
+flex_attention))``, or a ``@_sleuth_serialized`` decorator above ``@torch.compile``), so
+every call through any alias, attribute or lazy singleton takes the lock; block-mask and
+tracing calls are wrapped where they happen. A lock around the *first* call only is not
+enough (measured on an H200: 101,350 of 193,401 calls still failed).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
+
+from .common import splice
+from .common import (
+    BLOCK_MASK, COMPILE, FLEX, FLEX_WRAPPERS, MAKE_FX, PARTIAL, PROCESSES, THREADS, TRACERS,
+    Findings, is_call_to, line_of, qualified,
+)
+
+__all__ = ["LOCK_HELPER", "lock_transform"]
+
+WRAP = "_sleuth_serialized"
+LOCK_HELPER = '''
+# --- sleuth: lock remedy ------------------------------------------------------------------
+# torch's FX-tracing flag is process-global: a thread that calls compiled code while another
+# thread compiles or FX-traces trips it ("Detected that you are using FX to symbolically
+# trace a dynamo-optimized function"). Every compiled flex_attention call, create_block_mask
+# and FX tracing site below goes through this one re-entrant lock. Added by sleuth; remove
+# with `sleuth remedy revert`.
+import functools as _sleuth_functools
+import threading as _sleuth_threading
+
+_SLEUTH_LOCK = _sleuth_threading.RLock()
+
+
+def _sleuth_serialized(fn):
+    @_sleuth_functools.wraps(fn)
+    def _sleuth_locked(*args, **kwargs):
+        with _SLEUTH_LOCK:
+            return fn(*args, **kwargs)
+
+    return _sleuth_locked
+
+
+# --- end sleuth ---------------------------------------------------------------------------
+'''
+
+
+def _wrap(node: cst.BaseExpression) -> cst.Call:
+    return cst.Call(func=cst.Name(WRAP), args=[cst.Arg(node)])
+
+
+def _is_wrapper(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == WRAP
+
+
+class _LockTransformer(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+
+    def __init__(self, findings: Findings) -> None:
+        super().__init__()
+        self.found = findings
+        self.changed = 0
+        self.flex_functions: set[str] = set()  # local defs that call flex_attention
+        self.has_helper = False
+        self.threads = 0
+        self.processes = 0
+
+    # ---- pass 1 facts (collected while visiting; the module is small)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        meta = self
+
+        class Scan(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.stack: list[str] = []
+
+            def visit_FunctionDef(self, fn: cst.FunctionDef) -> None:
+                self.stack.append(fn.name.value)
+                if fn.name.value == WRAP:
+                    meta.has_helper = True
+
+            def leave_FunctionDef(self, fn: cst.FunctionDef) -> None:
+                self.stack.pop()
+
+            def visit_Call(self, call: cst.Call) -> None:
+                q = qualified(meta, call.func)
+                if q & FLEX and self.stack:
+                    meta.flex_functions.update(self.stack)
+                if q & THREADS:
+                    meta.threads += 1
+                if q & PROCESSES:
+                    meta.processes += 1
+
+        node.visit(Scan())
+
+    def _wrapped_already(self, node: cst.CSTNode) -> bool:
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        while isinstance(parent, cst.Arg):
+            parent = self.get_metadata(ParentNodeProvider, parent, None)
+        return _is_wrapper(parent)
+
+    def _compiles_flex(self, call: cst.Call) -> bool:
+        if not call.args:
+            return False
+        first = call.args[0].value
+        if qualified(self, first) & FLEX:
+            return True
+        if isinstance(first, cst.Call) and qualified(self, first.func) & PARTIAL and first.args:
+            return bool(qualified(self, first.args[0].value) & FLEX)
+        if isinstance(first, cst.Name) and first.value in self.flex_functions:
+            return True
+        return False
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        line = line_of(self, original)
+        if _is_wrapper(original) or self._wrapped_already(original):
+            return updated
+        q = qualified(self, original.func)
+        if q & COMPILE:
+            if self._compiles_flex(original):
+                self.found.add(line, "torch.compile(flex_attention…): every call of the result takes the lock")
+                self.changed += 1
+                return _wrap(updated)
+            if original.args and "attn" in cst.Module([]).code_for_node(original.args[0].value).lower():
+                self.found.add(line, "torch.compile of an attention function sleuth cannot see into", handled=False)
+            return updated
+        if q & FLEX_WRAPPERS:
+            self.found.add(line, f"{sorted(q & FLEX_WRAPPERS)[0].rsplit('.', 1)[1]}(…) (a lazily compiled flex_attention)")
+            self.changed += 1
+            return updated.with_changes(func=_wrap(updated.func))
+        if q & BLOCK_MASK:
+            self.found.add(line, "create_block_mask(…)")
+            self.changed += 1
+            return updated.with_changes(func=_wrap(updated.func))
+        if q & TRACERS:
+            self.found.add(line, f"FX tracing site {sorted(q & TRACERS)[0]}(…)")
+            self.changed += 1
+            return updated.with_changes(func=_wrap(updated.func))
+        if isinstance(original.func, cst.Call) and is_call_to(self, original.func, MAKE_FX):
+            self.found.add(line, "FX tracing site make_fx(…)(…)")
+            self.changed += 1
+            return updated.with_changes(func=_wrap(updated.func))
+        if q & MAKE_FX:
+            parent = self.get_metadata(ParentNodeProvider, original, None)
+            if not (isinstance(parent, cst.Call) and parent.func is original) and not self._wrapped_already(original):
+                self.found.add(line, "make_fx(…) kept for a later call: that call is not locked", handled=False)
+        return updated
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        decorators = list(updated.decorators)
+        compiled = [
+            d for d in original.decorators
+            if qualified(self, d.decorator) & COMPILE
+            or (isinstance(d.decorator, cst.Call) and qualified(self, d.decorator.func) & COMPILE)
+        ]
+        already = any(isinstance(d.decorator, cst.Name) and d.decorator.value == WRAP for d in original.decorators)
+        if compiled and original.name.value in self.flex_functions and not already:
+            self.found.add(line_of(self, original), f"@torch.compile def {original.name.value}: every call takes the lock")
+            self.changed += 1
+            return updated.with_changes(decorators=[cst.Decorator(cst.Name(WRAP)), *decorators])
+        return updated
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        if not self.changed or self.has_helper:
+            return updated
+        body = list(updated.body)
+        at = 0
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.SimpleStatementLine) and all(
+                isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
+                for s in stmt.body
+            ):
+                at = i + 1
+            elif at:
+                break
+        return updated.with_changes(body=splice(body, at, LOCK_HELPER))
+
+
+def lock_transform(source: str) -> tuple[str, Findings, dict[str, int]]:
+    """(new source, what was found, counts) for the lock remedy on one module."""
+    findings = Findings()
+    module = cst.parse_module(source)
+    wrapper = MetadataWrapper(module)
+    transformer = _LockTransformer(findings)
+    new = wrapper.visit(transformer)
+    if transformer.processes and not transformer.threads:
+        findings.add(
+            0,
+            "this module starts processes, not threads: separate processes do not share the FX flag, "
+            "so a lock here would protect nothing between them",
+            handled=True,
+        )
+    return new.code, findings, {"changed": transformer.changed, "threads": transformer.threads, "processes": transformer.processes}

@@ -1,0 +1,87 @@
+"""Compile-race reproducer: run the training entry point K times with N threads and fresh
+compile caches, plus a single-thread control; count failures by error type."""
+
+PROBE = {
+    "id": "compile-race",
+    "title": "threaded reproducer with cold caches, and a single-thread control",
+    "timeout": 900,
+    "cost": 40,
+    "needs": ["torch"],
+    "params": {"entry": "examples/drafter/train.py", "args": [], "threads": 4, "trials": 3, "cold_cache": True,
+               "race": "fx-trace", "control": True, "per_run_timeout": 300},
+    "reports": ["threads", "trials", "failed_trials", "fx_trace_errors", "errors_total", "errors", "calls",
+                "cold_cache", "race", "control_errors", "compiles_during_workers"],
+}
+
+if "emit" not in globals():  # run standalone: records as JSON lines on stdout
+    import json
+
+    def emit(kind, **fields):
+        print(json.dumps({"kind": kind, **fields}, default=str))
+
+    params = dict(PROBE["params"])
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+FX_ERROR = "Detected that you are using FX to symbolically trace a dynamo-optimized function"
+P = {**PROBE["params"], **params}
+
+
+def run_once(threads):
+    argv = [sys.executable, P["entry"], *P["args"], "--threads", str(threads), "--race", P["race"]]
+    env = dict(os.environ)
+    if P["cold_cache"]:
+        fresh = tempfile.mkdtemp(prefix="sleuth-cold-")
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(fresh, "inductor")
+        env["TRITON_CACHE_DIR"] = os.path.join(fresh, "triton")
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=P["per_run_timeout"])
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    summary = None
+    for line in reversed(proc.stdout.splitlines()):
+        try:
+            candidate = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(candidate, dict) and "errors" in candidate:
+            summary = candidate
+            break
+    if summary is None:  # not the example drafter: read the error types off stderr
+        errors = {}
+        for m in re.finditer(r"^(\w+(?:Error|Exception))\b", proc.stderr, re.M):
+            errors[m.group(1)] = errors.get(m.group(1), 0) + 1
+        summary = {"errors": errors, "steps": None, "compiles_during_workers": None}
+    summary["exit"] = proc.returncode
+    summary["fx_trace_errors"] = proc.stderr.count(FX_ERROR) and max(
+        proc.stderr.count(FX_ERROR), summary["errors"].get("RuntimeError", 0)
+    )
+    return summary
+
+
+trials = [run_once(P["threads"]) for _ in range(int(P["trials"]))]
+control = run_once(1) if P["control"] else None
+errors = {}
+for t in trials:
+    for name, n in t["errors"].items():
+        errors[name] = errors.get(name, 0) + n
+emit(
+    "result",
+    threads=P["threads"],
+    trials=len(trials),
+    failed_trials=sum(1 for t in trials if t["errors"] or t["exit"]),
+    fx_trace_errors=sum(t["fx_trace_errors"] for t in trials),
+    errors_total=sum(errors.values()),
+    errors=errors,
+    calls=sum(t.get("steps") or 0 for t in trials),
+    compiles_during_workers=sum(t.get("compiles_during_workers") or 0 for t in trials),
+    cold_cache=bool(P["cold_cache"]),
+    race=P["race"],
+    control_errors=sum(control["errors"].values()) if control else None,
+    control_fx_trace_errors=control["fx_trace_errors"] if control else None,
+    runs=trials + ([{"control": True, **control}] if control else []),
+)
