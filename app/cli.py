@@ -22,6 +22,8 @@ from sessions import Investigation, InvestigationError, StoreError, Workspace
 
 from .probe_cli import ERRORS as PROBE_ERRORS
 from .probe_cli import add_probe_commands
+from .remedy_cli import ERRORS as REMEDY_ERRORS
+from .remedy_cli import add_remedy_commands
 
 __all__ = ["main", "build_parser"]
 
@@ -270,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     add_probe_commands(sub, add)
+    add_remedy_commands(sub, add)
 
     p = add("export", cmd_export, "export the session")
     p.add_argument("--format", default="json", help="json")
@@ -282,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError, *PROBE_ERRORS) as exc:
+    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError, *PROBE_ERRORS, *REMEDY_ERRORS) as exc:
         print(f"sleuth: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

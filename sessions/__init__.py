@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .investigation import Investigation, InvestigationError, RunStart, result_fields
 from .redact import Redactor, is_secret_name
+from .remedies import RemedyError, apply_remedy, latest_shapes, plan_remedy, revert_remedy
 from .runs import CircularRetest, RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
 from .store import STREAMS, CaptureWriter, OutputLine, Store, StoreError
 from .workspace import Workspace
@@ -14,6 +15,11 @@ from .workspace import Workspace
 __all__ = [
     "CaptureWriter",
     "CircularRetest",
+    "RemedyError",
+    "apply_remedy",
+    "latest_shapes",
+    "plan_remedy",
+    "revert_remedy",
     "RunReport",
     "RunRequest",
     "request_for_probe",

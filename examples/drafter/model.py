@@ -54,7 +54,7 @@ class Drafter(nn.Module):
 class TargetModel(nn.Module):
     """Stands in for the big target model whose hidden states the drafter learns from."""
 
-    def __init__(self, dim: int = 64, layers: int = 24) -> None:
+    def __init__(self, dim: int = 64, layers: int = 8) -> None:
         super().__init__()
         self.layers = nn.ModuleList(nn.Linear(dim, dim) for _ in range(layers))
 

@@ -38,6 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seq", type=int, default=128, help="sequence length (worker i uses seq + 16*i with --race compile)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backward", action="store_true", help="train through flex_attention (GPU only: no CPU backward)")
+    ap.add_argument("--trials", type=int, default=1, help="repeat the threaded phase (fresh threads; recompiles with --race compile)")
+    ap.add_argument("--then-single", action="store_true", help="after the threads, run the steps single-threaded too (single_checksum)")
     return ap.parse_args(argv)
 
 
@@ -97,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 steps_done[0] += 1
 
     stop = threading.Event()
+    trial_log: list[dict] = []
 
     def feature_extractor() -> None:
         x = torch.randn(1, 8, 64, device=device)
@@ -105,22 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                 extract_features(target, x)
             except Exception as exc:
                 record(exc)
+            stop.wait(0.005)  # the next batch's features
 
-    if args.threads == 1:
-        # single-threaded: the same steps, no concurrency, and a training update per step
-        compiles_before = counters["stats"]["unique_graphs"]
-        for step in range(args.steps):
-            try:
-                loss = draft_step(0, step)
-            except Exception as exc:
-                record(exc)
-                continue
-            losses.append(loss)
-            steps_done[0] += 1
-        extract_features(target, torch.randn(1, 8, 64, device=device))
-        compiles_during = 0
-        del compiles_before
-    else:
+    def run_workers(trial: int) -> int:
+        stop.clear()
         draft_step(0, 0)  # the usual warm-up: one call on the main thread, first shape only
         threads = [threading.Thread(target=worker, args=(i,), name=f"drafter-{i}") for i in range(args.threads)]
         if args.race == "fx-trace":
@@ -133,7 +124,39 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         for t in threads[args.threads :]:
             t.join()
-        compiles_during = counters["stats"]["unique_graphs"] - compiles_before
+        return counters["stats"]["unique_graphs"] - compiles_before
+
+    def single_threaded() -> float:
+        # the same steps and the same feature extraction, one after another
+        total = 0.0
+        for step in range(args.steps):
+            try:
+                total += draft_step(0, step)
+            except Exception as exc:
+                record(exc)
+                continue
+            steps_done[0] += 1
+        extract_features(target, torch.randn(1, 8, 64, device=device))
+        return total
+
+    single_checksum = None
+    if args.threads == 1:
+        losses.append(single_threaded())
+        compiles_during = 0
+    else:
+        compiles_during = 0
+        for trial in range(args.trials):
+            if trial and args.race == "compile":
+                # every trial compiles its shapes again, as a fresh process would
+                torch._dynamo.reset()
+                torch.compiler.set_stance("default")
+            before = dict(errors)
+            compiles_during_trial = run_workers(trial)
+            compiles_during += compiles_during_trial
+            trial_log.append({"errors": {k: v - before.get(k, 0) for k, v in errors.items() if v - before.get(k, 0)},
+                              "compiles_during_workers": compiles_during_trial})
+        if args.then_single:
+            single_checksum = round(single_threaded(), 6)
 
     summary = {
         "errors": errors,
@@ -144,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         "cold_cache": args.cold_cache,
         "torch": torch.__version__,
         "checksum": round(sum(losses), 6),
+        "trials": trial_log,
+        "single_checksum": single_checksum if args.threads > 1 else round(sum(losses), 6),
     }
     if first_error:
         sys.stderr.write(first_error[0])

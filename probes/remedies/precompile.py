@@ -83,6 +83,7 @@ def {CALL}():
     import torch
     from torch.nn.attention.flex_attention import create_block_mask
 
+    torch.compiler.set_stance("default")  # compiling is what we are here to do
 {chr(10).join(lines)}
     masks = {mask_map}
 
@@ -158,7 +159,7 @@ def precompile_transform(source: str, path: Path, shapes: list[dict[str, Any]], 
         findings.add(0, "precompile is already in this module")
         return source, findings, {"changed": 0}
     if not shapes:
-        findings.add(0, "no shapes to precompile: run the fx-trace-state probe first (or give shapes in sleuth.toml)", handled=False)
+        findings.add(0, "no shapes to precompile: run the fx-trace-state probe first (or pass --shapes FILE)", handled=False)
         return source, findings, {"changed": 0}
     # Which compiled function: where the recorded calls were compiled, else this module.
     site = {s.get("compiled", "").rpartition(":")[0] for s in shapes} - {""}

@@ -1,0 +1,111 @@
+"""The drafter race kit end to end on CPU torch: the example really races, the probes tell
+the hypotheses apart, and each remedy really removes its face of the race.
+
+Each drafter process compiles flex_attention once (seconds on CPU), so trials run inside
+one process (``--trials``), fresh threads each time and, for the compile race, fresh
+compiles (``torch._dynamo.reset()``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch  # noqa: F401  (the kit needs real torch: no skip)
+from test_cli import sleuth
+
+ROOT = Path(__file__).resolve().parents[1]
+FX_ERROR = "Detected that you are using FX to symbolically trace a dynamo-optimized function"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    d = tmp_path / "hunt"
+    d.mkdir()
+    shutil.copytree(ROOT / "examples" / "drafter", d / "drafter", ignore=shutil.ignore_patterns("__pycache__"))
+    sleuth(d, "init")
+    return d
+
+
+def drafter(project: Path, *args: str) -> tuple[dict, subprocess.CompletedProcess]:
+    proc = subprocess.run([sys.executable, "drafter/train.py", *args], cwd=project, capture_output=True, text=True, timeout=600)
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc
+
+
+def test_fx_trace_race_reproduces_and_the_lock_removes_it(project):
+    before = (project / "drafter" / "model.py").read_bytes()
+    summary, proc = drafter(project, "--trials", "10", "--steps", "8")
+    failing = [t for t in summary["trials"] if t["errors"].get("RuntimeError")]
+    assert len(failing) >= 9, summary["trials"]
+    assert proc.returncode == 1 and FX_ERROR in proc.stderr
+    single, _ = drafter(project, "--threads", "1", "--steps", "8")
+    assert single["errors"] == {} and single["steps"] == 8
+
+    sleuth(project, "remedy", "apply", "lock", "drafter/model.py")
+    summary, proc = drafter(project, "--trials", "10", "--steps", "8", "--then-single")
+    assert [t["errors"] for t in summary["trials"]] == [{}] * 10, proc.stderr[-2000:]
+    assert proc.returncode == 0 and summary["steps"] == 10 * 4 * 8 + 8
+    assert summary["single_checksum"] == single["single_checksum"]  # same outputs single-threaded
+
+    sleuth(project, "remedy", "revert", "drafter/model.py")
+    assert (project / "drafter" / "model.py").read_bytes() == before
+
+
+def test_compile_race_is_gone_after_precompile(project):
+    before = (project / "drafter" / "train.py").read_bytes()
+    summary, _ = drafter(project, "--race", "compile", "--steps", "8", "--then-single")
+    assert summary["compiles_during_workers"] > 0  # the workers compile while others run
+
+    run = json.loads(
+        sleuth(project, "probe", "run", "fx-trace-state", "--param", "entry=drafter/train.py",
+               "--param", 'args=["--race", "compile", "--steps", "4"]', "--json").stdout
+    )
+    result = next(r for r in run["records"] if r["kind"] == "result")
+    assert len(result["shapes"]) == 4  # one sequence length per worker
+    assert result["compiling_seen_calls"] >= 0 and result["calls"] > 0
+
+    preview = json.loads(sleuth(project, "remedy", "preview", "precompile", "drafter/train.py", "--json").stdout)
+    assert preview["blocked"] == [] and "_sleuth_precompile()" in preview["diff"]
+    sleuth(project, "remedy", "apply", "precompile", "drafter/train.py")
+    after, proc = drafter(project, "--race", "compile", "--trials", "10", "--steps", "8", "--then-single")
+    assert [(t["compiles_during_workers"], t["errors"]) for t in after["trials"]] == [(0, {})] * 10, proc.stderr[-2000:]
+    assert proc.returncode == 0
+    assert after["single_checksum"] == summary["single_checksum"]
+    assert sleuth(project, "remedy", "apply", "precompile", "drafter/train.py").stdout.strip().endswith("nothing changed")
+    sleuth(project, "remedy", "revert", "drafter/train.py")
+    assert (project / "drafter" / "train.py").read_bytes() == before
+
+
+def test_probes_tell_the_hypotheses_apart(project, tmp_path):
+    race = json.loads(
+        sleuth(project, "probe", "run", "compile-race", "--param", "entry=drafter/train.py", "--param", "trials=1",
+               "--param", 'args=["--steps", "6"]', "--json", check=False).stdout
+    )
+    assert race["classification"] == "completed", race["reason"]
+    result = next(r for r in race["records"] if r["kind"] == "result")
+    assert result["fx_trace_errors"] > 0 and result["control_fx_trace_errors"] == 0
+    assert {"hypothesis": "compile-race", "verdict": "supports"} in race["evidence"]
+
+    first = json.loads(sleuth(project, "probe", "run", "env-fingerprint", "--json").stdout)
+    sleuth(project, "baseline", f"#{first['run_id']}")
+    second = json.loads(sleuth(project, "probe", "run", "env-fingerprint", "--json").stdout)
+    fp = next(r for r in second["records"] if r["kind"] == "result")
+    assert fp["has_baseline"] and fp["drift"] == 0 and fp["torch"].startswith("2.")
+    assert {"hypothesis": "version-drift", "verdict": "refutes"} in second["evidence"]
+
+    fresh = tmp_path / "fresh-cache"
+    (project / "sleuth.toml").write_text(
+        (project / "sleuth.toml").read_text()
+        + f'\n[targets.fresh]\nenv = {{ TORCHINDUCTOR_CACHE_DIR = "{fresh}/inductor", TRITON_CACHE_DIR = "{fresh}/triton" }}\n'
+    )
+    inv = json.loads(sleuth(project, "probe", "run", "cache-inventory", "--target", "fresh", "--json").stdout)
+    cache = next(r for r in inv["records"] if r["kind"] == "result")
+    assert cache["cold"] is True and cache["entries"] == 0
+    assert cache["caches"]["inductor"]["path"] == f"{fresh}/inductor"
+    hyps = {h["id"]: h for h in json.loads(sleuth(project, "hypotheses", "--json").stdout)}
+    assert hyps["compile-race"]["status"] == "supported"
+    assert hyps["version-drift"]["status"] == "refuted"
+    assert hyps["cache-invalidation"]["status"] == "supported"
