@@ -51,9 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TRITON_CACHE_DIR"] = os.path.join(fresh, "triton")
 
     import torch
-    from torch._dynamo.utils import counters
-
     from model import Drafter, TargetModel, extract_features
+    from torch._dynamo.utils import counters
 
     torch.manual_seed(args.seed)
     device = torch.device(args.device)

@@ -13,10 +13,21 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
-from .common import splice
 from .common import (
-    BLOCK_MASK, COMPILE, FLEX, FLEX_WRAPPERS, MAKE_FX, PARTIAL, PROCESSES, THREADS, TRACERS,
-    Findings, is_call_to, line_of, qualified,
+    BLOCK_MASK,
+    COMPILE,
+    FLEX,
+    FLEX_WRAPPERS,
+    MAKE_FX,
+    PARTIAL,
+    PROCESSES,
+    THREADS,
+    TRACERS,
+    Findings,
+    is_call_to,
+    line_of,
+    qualified,
+    splice,
 )
 
 __all__ = ["LOCK_HELPER", "lock_transform"]

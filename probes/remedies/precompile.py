@@ -80,10 +80,14 @@ _SLEUTH_SHAPES = {table}
 
 
 def {CALL}():
+    import sys
+    import time
+
     import torch
     from torch.nn.attention.flex_attention import create_block_mask
 
     torch.compiler.set_stance("default")  # compiling is what we are here to do
+    started = time.perf_counter()
 {chr(10).join(lines)}
     masks = {mask_map}
 
@@ -102,6 +106,7 @@ def {CALL}():
             if spec["grad"] and out.requires_grad:
                 out.sum().backward()
     torch.compiler.set_stance("fail_on_recompile")
+    print(f"sleuth: precompiled {{len(_SLEUTH_SHAPES)}} flex_attention shape(s) in {{time.perf_counter() - started:.2f}} s", file=sys.stderr)
 
 
 # --- end sleuth ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def inventory(path, newest_n=5, limit=500000):
         return info
     info["entries"] = len(os.listdir(path))
     newest = []
+    oldest = (None, None)
     for root, _dirs, files in os.walk(path):
         for name in files:
             full = os.path.join(root, name)
@@ -59,6 +60,8 @@ def inventory(path, newest_n=5, limit=500000):
             info["files"] += 1
             info["bytes"] += st.st_size
             newest.append((st.st_mtime, os.path.relpath(full, path)))
+            if oldest[0] is None or st.st_mtime < oldest[0]:
+                oldest = (st.st_mtime, os.path.relpath(full, path))
             if len(newest) > 4 * newest_n:
                 newest = sorted(newest)[-newest_n:]
             if info["files"] >= limit:
@@ -66,6 +69,8 @@ def inventory(path, newest_n=5, limit=500000):
                 break
     newest = sorted(newest)[-newest_n:]
     info["newest"] = [{"file": f, "age_s": round(time.time() - t, 1)} for t, f in reversed(newest)]
+    if oldest[0] is not None:
+        info["oldest"] = {"file": oldest[1], "age_s": round(time.time() - oldest[0], 1)}
     info["newest_mtime"] = newest[-1][0] if newest else None
     info["oldest_of_newest_mtime"] = newest[0][0] if newest else None
     return info
@@ -80,13 +85,17 @@ for extra in params.get("extra_dirs", []):
 caches = {name: inventory(path) for name, path in dirs.items()}
 installed = torch_install_time()
 files = sum(c["files"] for c in caches.values())
-newest = max((c["newest_mtime"] or 0) for c in caches.values()) if files else None
+newest = max((c.get("newest_mtime") or 0) for c in caches.values()) if files else None
 # A cache whose newest entry is older than the torch install was written by another torch:
 # its keys no longer match, so the next compile starts cold.
 keys_match = True if not files or installed is None else newest >= installed
+# Inductor keys its FX-graph cache by torch version and config, triton by its own version and
+# the CUDA toolchain: a reinstall keeps the directories but no entry matches any more.
+keyed_by = {"inductor": "torch version + inductor config + graph code", "triton": "triton version + CUDA toolchain + kernel source"}
 emit(
     "result",
-    caches=caches,
+    keyed_by=keyed_by,
+    newer_than_torch=bool(files) and installed is not None and newest >= installed,
     entries=files,
     cold=files == 0,
     keys_match=keys_match,

@@ -19,6 +19,7 @@ if "emit" not in globals():  # run standalone: records as JSON lines on stdout
 
     params = {}
 
+import json
 import os
 import platform
 import re
@@ -55,12 +56,42 @@ def driver():
         return None
 
 
+def all_distributions():
+    if metadata is None:
+        return {}
+    found = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name:
+            found[name] = dist.version
+    return dict(sorted(found.items()))
+
+
+def nvidia_smi():
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+dists = all_distributions()
 fp = {
     "python": platform.python_version(),
     "platform": platform.platform(),
     "machine": platform.machine(),
     "driver": driver(),
 }
+import hashlib  # noqa: E402
+
+fp["distributions_sha"] = hashlib.sha256(json.dumps(dists, sort_keys=True).encode()).hexdigest()[:16] if dists else None
+fp["nvidia_smi"] = nvidia_smi()
 for name in WATCH:
     v = version(name)
     if v is not None:
@@ -102,6 +133,7 @@ emit(
     drift=len(drift_keys),
     drift_keys=drift_keys,
     drift_detail={k: [baseline.get(k), fp.get(k)] for k in drift_keys} if isinstance(baseline, dict) else {},
+    distributions=dists,
     torch=fp.get("torch") or fp.get("pkg:torch"),
     cuda=fp.get("torch.cuda"),
     triton=fp.get("triton") or fp.get("pkg:triton") or fp.get("pkg:pytorch-triton"),
