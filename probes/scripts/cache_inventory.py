@@ -96,6 +96,7 @@ emit(
     "result",
     keyed_by=keyed_by,
     newer_than_torch=bool(files) and installed is not None and newest >= installed,
+    caches=caches,
     entries=files,
     cold=files == 0,
     keys_match=keys_match,
