@@ -18,8 +18,10 @@ from typing import Any
 
 from hypotheses import CatalogError
 from probes import TEMPLATE, ConfigError, load_config
-from sessions import Investigation, InvestigationError, StoreError, Workspace
+from sessions import Investigation, InvestigationError, StoreError, Workspace, postmortem_markdown, write_postmortem
 
+from .demo import ERRORS as DEMO_ERRORS
+from .demo import add_demo_command
 from .probe_cli import ERRORS as PROBE_ERRORS
 from .probe_cli import add_probe_commands
 from .remedy_cli import ERRORS as REMEDY_ERRORS
@@ -178,8 +180,16 @@ def cmd_events(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     path = Workspace(".").resolve(args.session)
     with Investigation.replay(path) as inv:
-        if args.format != "json":
-            raise UsageError(f"export format {args.format!r} is not built yet; use --format json")
+        fmt = args.format or ("markdown" if args.output and args.output.endswith(".md") else "json")
+        if fmt == "markdown":
+            if args.output in (None, "-"):
+                sys.stdout.write(postmortem_markdown(inv.state))
+            else:
+                out = write_postmortem(inv, args.output)
+                print(f"wrote {out} (full outputs in {out.with_name(out.stem + '-output')}/)", file=sys.stderr)
+            return 0
+        if fmt != "json":
+            raise UsageError(f"export format {fmt!r} is not built yet; use --format json or markdown")
         text = json.dumps(inv.export_json(), indent=1, sort_keys=True) + "\n"
     if args.output in (None, "-"):
         sys.stdout.write(text)
@@ -273,9 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_probe_commands(sub, add)
     add_remedy_commands(sub, add)
+    add_demo_command(sub, add)
 
     p = add("export", cmd_export, "export the session")
-    p.add_argument("--format", default="json", help="json")
+    p.add_argument("--format", choices=["json", "markdown"], help="json (default), or markdown (default for -o *.md)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     return parser
 
@@ -285,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError, *PROBE_ERRORS, *REMEDY_ERRORS) as exc:
+    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError, *PROBE_ERRORS, *REMEDY_ERRORS, *DEMO_ERRORS) as exc:
         print(f"sleuth: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

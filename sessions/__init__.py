@@ -6,6 +6,7 @@ The UI and the CLI go through :class:`Investigation`; nothing else writes a sess
 from __future__ import annotations
 
 from .investigation import Investigation, InvestigationError, RunStart, result_fields
+from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
 from .remedies import RemedyError, apply_remedy, latest_shapes, plan_remedy, revert_remedy
 from .runs import CircularRetest, RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
@@ -35,5 +36,7 @@ __all__ = [
     "StoreError",
     "Workspace",
     "is_secret_name",
+    "postmortem_markdown",
+    "write_postmortem",
     "result_fields",
 ]

@@ -1,0 +1,142 @@
+"""`sleuth demo [DIR] [--auto]`: the whole investigation on the bundled example drafter,
+on this machine, with no server: reproduce the race, check the environment against a
+baseline, look at the caches, repeat a check with nothing changed (sleuth flags it),
+apply the lock, verify, and write the postmortem."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+
+from probes import builtin_probes, load_config
+from sessions import (
+    CircularRetest,
+    Workspace,
+    apply_remedy,
+    plan_remedy,
+    request_for_probe,
+    run_probe,
+    write_postmortem,
+)
+
+__all__ = ["cmd_demo", "add_demo_command"]
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drafter"
+CONFIG = """\
+# sleuth.toml for the demo: the local target, with the example drafter as its code.
+[targets.local]
+code = { local = "drafter" }
+"""
+RACE_PARAMS = {"entry": "drafter/train.py", "trials": 1, "args": ["--steps", "6"]}
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def _say(step: int, text: str) -> None:
+    print(f"\n[{step}] {text}", flush=True)
+
+
+def setup(directory: Path) -> Workspace:
+    if not EXAMPLE.is_dir():
+        raise DemoError(f"the example drafter is not at {EXAMPLE}; sleuth demo runs from a source checkout")
+    directory.mkdir(parents=True, exist_ok=True)
+    if (directory / "drafter").exists():
+        shutil.rmtree(directory / "drafter")
+    shutil.copytree(EXAMPLE, directory / "drafter", ignore=shutil.ignore_patterns("__pycache__"))
+    (directory / "sleuth.toml").write_text(CONFIG, encoding="utf-8")
+    return Workspace(directory)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    directory = Path(args.dir).resolve()
+    ws = setup(directory)
+    inv = ws.create("drafter race demo")
+    inv.add_symptom("fx-trace-error")
+    print(f"demo in {directory}: the example drafter is in drafter/, the investigation in {inv.path.name}")
+    if not args.auto:
+        print(
+            "\nThe terminal UI is not built yet. Run the whole investigation headless with\n"
+            f"  sleuth demo --auto {args.dir}\nor step by step, in {directory}:\n"
+            "  sleuth probe run compile-race --param entry=drafter/train.py --param trials=1\n"
+            "  sleuth probe run env-fingerprint && sleuth baseline '#2' && sleuth probe run env-fingerprint\n"
+            "  sleuth probe run cache-inventory\n"
+            "  sleuth remedy preview lock drafter/model.py && sleuth remedy apply lock drafter/model.py\n"
+            "  sleuth probe run compile-race --param entry=drafter/train.py --param trials=1\n"
+            "  sleuth hypotheses && sleuth export -o postmortem.md"
+        )
+        inv.close()
+        return 0
+    started = time.monotonic()
+    target = load_config(ws.config_path).target("local")
+    probes = builtin_probes()
+
+    os.chdir(directory)  # the probes' entry paths are relative to the demo directory
+
+    async def run(probe: str, params: dict, force: bool = False):
+        req = request_for_probe(inv, probes[probe], target, params)
+        report = await run_probe(inv, target, req, force=force)
+        data = report.to_json(inv)
+        verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
+        verdicts += [
+            f"verifies the {app.remedy} fixed {v['hypothesis']}" if v["outcome"] == "fixed" else f"the {app.remedy} did not fix {v['hypothesis']}"
+            for app in inv.state.applications.values()
+            for v in app.verifications
+            if v["run"] == report.run
+        ]
+        verdicts = ", ".join(verdicts) or "no evidence"
+        print(f"    run #{data['run_id']} {probe}: {data['classification']} in {data['seconds']:.1f} s — {verdicts}")
+        return report
+
+    async def hunt() -> None:
+        _say(1, "Reproduce: the drafter with 4 threads and cold caches, and a single-thread control")
+        await run("compile-race", RACE_PARAMS)
+        _say(2, "Version drift? Fingerprint the environment, mark it as the baseline, check against it")
+        first = await run("env-fingerprint", {})
+        inv.mark_baseline(first.run)
+        await run("env-fingerprint", {})
+        _say(3, "Cache invalidation? Look at the compile caches")
+        await run("cache-inventory", {})
+        _say(4, "Check the environment again, with nothing changed")
+        try:
+            await run("env-fingerprint", {})
+        except CircularRetest as flag:
+            print(f"    ⟲ sleuth: circular retest — {flag}")
+            print("    (running it anyway, so the postmortem can show what it cost)")
+            await run("env-fingerprint", {}, force=True)
+        _say(5, "Apply the lock remedy to drafter/model.py")
+        plan = plan_remedy(inv, "lock", directory / "drafter" / "model.py", "local")
+        for f in plan.findings:
+            print(f"    line {f['line']}: {f['what']}")
+        app = apply_remedy(inv, plan, "local", "compile-race")
+        print(f"    applied (application #{app}); {plan.diff.count(chr(10) + '+') } lines added")
+        _say(6, "Re-run the reproduction under the lock (cold caches again; the control already passed)")
+        await run("compile-race", {**RACE_PARAMS, "control": False})
+
+    try:
+        asyncio.run(hunt())
+    finally:
+        out = write_postmortem(inv, directory / "postmortem.md")
+        inv.close()
+    _say(7, "Write the postmortem")
+    with Workspace(directory).open() as again:
+        for h in again.hypotheses_json():
+            print(f"    {h['id']:<20} {h['status']}")
+    print(f"\npostmortem: {out}\nfull output of each run: {out.with_name('postmortem-output')}/\n"
+          f"the session: {directory / '.sleuth'} (sleuth replay --json, sleuth events)\n"
+          f"done in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def add_demo_command(sub, add) -> None:
+    p = add("demo", cmd_demo, "the whole investigation on the bundled example drafter, here, no server needed")
+    p.add_argument("dir", nargs="?", default="sleuth-demo", help="where (default: ./sleuth-demo)")
+    p.add_argument("--auto", action="store_true", help="run it headless and write the postmortem")
+
+
+ERRORS = (DemoError,)

@@ -1,0 +1,194 @@
+"""The markdown postmortem of an investigation: pure code over the folded state and store.
+
+GitHub-flavoured markdown: summary (symptom, root cause, fix and the run that verified it,
+time to fix), the hypothesis graph as a Mermaid flowchart, the timeline, evidence per
+hypothesis, flagged circular retests / oscillations / revisits with the time they cost,
+the environment across runs, each remedy as a diff, and links to every run's full output
+(written beside the markdown by :func:`write_postmortem`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from hypotheses import InvestigationState
+
+__all__ = ["postmortem_markdown", "write_postmortem"]
+
+_CLASS = {"open": "open", "supported": "supported", "refuted": "refuted", "confirmed": "confirmed", "inconclusive": "inconclusive"}
+
+
+def _t(ts: float, t0: float) -> str:
+    s = int(ts - t0)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _dur(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def _node(ident: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", ident)
+
+
+def _esc(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _env_row(run: Any) -> dict[str, str]:
+    env = (run.state or {}).get("env") or {}
+    torch = env.get("torch") or {}
+    fp = run.result.get("fingerprint") or {}
+    return {
+        "torch": fp.get("torch") or torch.get("version") or "—",
+        "cuda": str(fp.get("torch.cuda") or torch.get("cuda") or "—"),
+        "triton": str(fp.get("triton") or (env.get("distributions") or {}).get("triton") or "—"),
+        "driver": str(fp.get("driver") or env.get("driver") or "—"),
+        "python": str(env.get("python") or "—"),
+    }
+
+
+def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None = None) -> str:
+    outputs = outputs or {}
+    t0 = st.created_ts or 0.0
+    lines: list[str] = [f"# Postmortem: {st.title or 'investigation'}", ""]
+    symptoms = ", ".join(f"**{s.title}** (`{s.text}`)" if s.text else f"**{s.title}**" for s in st.symptoms.values()) or "none recorded"
+    confirmed = [h for h in st.hypotheses if st.status(h) == "confirmed"]
+    lines += ["## Summary", "", f"- Symptom: {symptoms}"]
+    if confirmed:
+        for h in confirmed:
+            app = st.fixed_by(h)
+            verified = next(v for v in app.verifications if v["hypothesis"] == h and v["outcome"] == "fixed")
+            run = st.runs[verified["run"]]
+            lines.append(f"- Root cause: **{st.hypotheses[h].title}** — confirmed")
+            lines.append(f"- Fix: the **{app.remedy}** remedy (application #{app.id}), verified by run #{run.id} ({run.probe}: {run.classification})")
+            if run.finished_ts:
+                lines.append(f"- Time from the first event to the verified fix: {_dur(run.finished_ts - t0)}")
+    else:
+        open_ = [h for h in st.hypotheses if st.status(h) in ("open", "supported", "inconclusive")]
+        lines.append("- Root cause: not found. Still open: " + (", ".join(f"{h} ({st.status(h)})" for h in open_) or "nothing"))
+    lines += [f"- Runs: {len(st.runs)}; flags: {len(st.flags)}", ""]
+
+    lines += ["## Hypotheses", "", "```mermaid", "flowchart LR"]
+    for sym in st.symptoms.values():
+        lines.append(f'    S_{_node(sym.id)}(["{sym.title}"])')
+    for h, hyp in st.hypotheses.items():
+        ev = st.evidence_counts(h)
+        lines.append(f'    H_{_node(h)}["{hyp.title}<br/>{st.status(h)} {ev["supports"]}▲ {ev["refutes"]}▼"]:::{_CLASS[st.status(h)]}')
+    for h, hyp in st.hypotheses.items():
+        for sym in hyp.explains:
+            if sym in st.symptoms:
+                lines.append(f"    H_{_node(h)} -->|explains| S_{_node(sym)}")
+        for kind, other in hyp.links:
+            if other in st.hypotheses:
+                lines.append(f"    H_{_node(h)} -.->|{kind}| H_{_node(other)}")
+    for app in st.applications.values():
+        lines.append(f'    A{app.id}{{{{"{app.remedy} #{app.id}"}}}}')
+        if app.hypothesis in st.hypotheses:
+            lines.append(f"    A{app.id} -->|addresses| H_{_node(app.hypothesis)}")
+    lines += [
+        "    classDef open fill:#eeeeee,stroke:#999999",
+        "    classDef supported fill:#fff3b0,stroke:#c9a000",
+        "    classDef refuted fill:#dddddd,stroke:#777777,color:#777777",
+        "    classDef confirmed fill:#b7e4c7,stroke:#2d6a4f",
+        "    classDef inconclusive fill:#ffe0cc,stroke:#cc6600",
+        "```",
+        "",
+    ]
+
+    lines += ["## Timeline", "", "| time | event | target | outcome |", "|---|---|---|---|"]
+    for run in st.runs.values():
+        verdicts = "; ".join(
+            f"{e['verdict']} {h}" for h, entries in st.evidence.items() for e in entries if e["run"] == run.id
+        )
+        link = f" ([output]({outputs[run.id]}))" if run.id in outputs else ""
+        retest = f" ⟲ retest of #{run.retest_of}" if run.retest_of else ""
+        lines.append(
+            f"| {_t(run.started_ts, t0)} | run #{run.id} {run.probe}{retest}{link} | {run.target} | "
+            f"{run.classification or 'running'}{': ' + _esc(verdicts) if verdicts else ''} |"
+        )
+    for app in st.applications.values():
+        lines.append(f"| {_t(app.applied_ts, t0)} | remedy {app.remedy} applied (#{app.id}) | {app.target} | {'active' if app.active else 'reverted'} |")
+    for f in st.flags:
+        lines.append(f"| {_t(f.ts, t0)} | ⚑ {f.kind} | {f.target} | {_esc(f.message)} |")
+    for n in st.notes:
+        lines.append(f"| {_t(n['ts'], t0)} | note | | {_esc(n['text'])} |")
+    lines.append("")
+
+    lines += ["## Evidence by hypothesis", ""]
+    for h, hyp in st.hypotheses.items():
+        lines.append(f"### {hyp.title} — {st.status(h)}")
+        lines.append("")
+        if hyp.claim:
+            lines.append(f"> {hyp.claim}")
+            lines.append("")
+        entries = st.evidence.get(h, [])
+        if not entries:
+            lines += ["No run has tested it.", ""]
+            continue
+        lines += ["| run | probe | classification | key fields | verdict |", "|---|---|---|---|---|"]
+        for e in entries:
+            run = st.runs[e["run"]]
+            fields = ", ".join(f"{k}={v}" for k, v in sorted(e["fields"].items()))
+            lines.append(f"| #{run.id} | {run.probe} | {run.classification} | {_esc(fields)} | **{e['verdict']}** |")
+        lines.append("")
+
+    lines += ["## Flags", ""]
+    if not st.flags:
+        lines += ["None: no check was repeated with nothing changed.", ""]
+    else:
+        lines += ["| flag | run | earlier | what | time it cost |", "|---|---|---|---|---|"]
+        for f in st.flags:
+            cost = st.runs[f.run].duration if f.run in st.runs else None
+            lines.append(
+                f"| {f.kind} | {'#' + str(f.run) if f.run else 'not run'} | {'#' + str(f.earlier) if f.earlier else '—'} | "
+                f"{_esc(f.message)} | {_dur(cost)} |"
+            )
+        total = sum((st.runs[f.run].duration or 0) for f in st.flags if f.run in st.runs and f.kind == "circular-retest")
+        lines += ["", f"Circular retests cost {_dur(total)} in all.", ""]
+
+    lines += ["## Environment across runs", "", "| run | target | torch | CUDA | triton | driver | Python |", "|---|---|---|---|---|---|---|"]
+    previous: dict[str, dict[str, str]] = {}
+    for run in st.runs.values():
+        if run.state is None and not run.result.get("fingerprint"):
+            continue
+        row = _env_row(run)
+        before = previous.get(run.target)
+        cells = [f"**{v}**" if before and before.get(k) != v else v for k, v in row.items()]
+        previous[run.target] = row
+        lines.append(f"| #{run.id} | {run.target} | " + " | ".join(cells) + " |")
+    lines += ["", "Bold: changed since the previous run on that target.", ""]
+
+    lines += ["## Remedies", ""]
+    if not st.applications:
+        lines += ["None applied.", ""]
+    for app in st.applications.values():
+        state = "active" if app.active else "reverted"
+        lines.append(f"### {app.remedy} (#{app.id}, {state})")
+        lines.append("")
+        for f in app.files:
+            lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
+    lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
+    return "\n".join(lines) + "\n"
+
+
+def write_postmortem(inv: Any, path: Path | str) -> Path:
+    """Write the markdown to *path* and every run's full output beside it."""
+    path = Path(path)
+    outdir = path.with_name(path.stem + "-output")
+    outdir.mkdir(parents=True, exist_ok=True)
+    links: dict[int, str] = {}
+    for run in inv.state.runs:
+        data = b"".join(d for _s, _t, d in inv.store.output_chunks(run))
+        target = outdir / f"run-{run}.txt"
+        target.write_bytes(data)
+        links[run] = f"{outdir.name}/{target.name}"
+    path.write_text(postmortem_markdown(inv.state, links), encoding="utf-8")
+    return path
