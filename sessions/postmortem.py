@@ -61,13 +61,17 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
     lines: list[str] = [f"# Postmortem: {st.title or 'investigation'}", ""]
     symptoms = ", ".join(f"**{s.title}** (`{s.text}`)" if s.text else f"**{s.title}**" for s in st.symptoms.values()) or "none recorded"
     confirmed = [h for h in st.hypotheses if st.status(h) == "confirmed"]
+    # A confirmed refinement says more than its confirmed parent: name the parent once, with it.
+    roots = [h for h in confirmed if st.parent(h) not in confirmed]
     lines += ["## Summary", "", f"- Symptom: {symptoms}"]
     if confirmed:
-        for h in confirmed:
+        for h in roots:
             app = st.fixed_by(h)
             verified = next(v for v in app.verifications if v["hypothesis"] == h and v["outcome"] == "fixed")
             run = st.runs[verified["run"]]
-            lines.append(f"- Root cause: **{st.hypotheses[h].title}** — confirmed")
+            specific = [c for c in confirmed if st.parent(c) == h]
+            detail = f" (in particular: {', '.join(st.hypotheses[c].title for c in specific)})" if specific else ""
+            lines.append(f"- Root cause: **{st.hypotheses[h].title}** — confirmed{detail}")
             lines.append(f"- Fix: the **{app.remedy}** remedy (application #{app.id}), verified by run #{run.id} ({run.probe}: {run.classification})")
             if run.finished_ts:
                 lines.append(f"- Time from the first event to the verified fix: {_dur(run.finished_ts - t0)}")
