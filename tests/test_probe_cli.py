@@ -64,7 +64,10 @@ def test_probe_run_json_records_the_run_with_evidence(project):
     assert again.returncode == 3 and f"repeats #{data['run_id']}" in again.stderr
     forced = json.loads(sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json", "--force").stdout)
     assert forced["retest_of"] == data["run_id"]
-    flags = [e for e in json.loads(sleuth(project, "events", "--json").stdout) if e["kind"] == "flag.raised"]
+    flags = [
+        e for e in json.loads(sleuth(project, "events", "--json").stdout)
+        if e["kind"] == "flag.raised" and e["data"]["flag"] == "circular-retest"
+    ]
     assert [f["data"].get("declined", False) for f in flags] == [True, False]
 
 

@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             loss.backward()
         return loss.item()
 
+    first_steps = threading.Semaphore(0)
+    all_compiled = threading.Event()
+
     def worker(index: int) -> None:
         for step in range(args.steps):
             try:
@@ -93,9 +96,26 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # the race: keep going, count it
                 record(exc)
                 continue
+            finally:
+                if step == 0:
+                    first_steps.release()
             with lock:
                 losses.append(loss)
                 steps_done[0] += 1
+        # As in training, a worker does not stop while the others are still starting up
+        # (compiling their first shape): it keeps drafting; these calls are not counted.
+        extra = 0
+        while args.race == "compile" and not all_compiled.is_set():
+            try:
+                draft_step(index, extra % args.steps)
+            except Exception as exc:
+                record(exc)
+            extra += 1
+
+    def watch_first_steps() -> None:
+        for _ in range(args.threads):
+            first_steps.acquire()
+        all_compiled.set()
 
     stop = threading.Event()
     trial_log: list[dict] = []
@@ -111,11 +131,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def run_workers(trial: int) -> int:
         stop.clear()
+        all_compiled.clear()
+        watcher = threading.Thread(target=watch_first_steps, name="watch-first-steps", daemon=True)
         draft_step(0, 0)  # the usual warm-up: one call on the main thread, first shape only
         threads = [threading.Thread(target=worker, args=(i,), name=f"drafter-{i}") for i in range(args.threads)]
         if args.race == "fx-trace":
             threads.append(threading.Thread(target=feature_extractor, name="target-features"))
         compiles_before = counters["stats"]["unique_graphs"]
+        watcher.start()
         for t in threads:
             t.start()
         for t in threads[: args.threads]:
