@@ -7,8 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from probes import load_config
 from probes.remedies import REMEDIES
-from sessions import RemedyError, Workspace, apply_remedy, plan_remedy, revert_remedy
+from sessions import (
+    RemedyError,
+    Workspace,
+    apply_remedy,
+    apply_remote,
+    plan_remedy,
+    plan_remote,
+    revert_remedy,
+    revert_remote,
+)
 
 __all__ = ["add_remedy_commands", "ERRORS"]
 
@@ -51,22 +61,38 @@ def _show(plan, as_json: bool) -> None:
         print(plan.diff, end="")
 
 
+def _target(ws: Workspace, name: str):
+    target = load_config(ws.config_path).target(name)
+    return None if target.is_local else target
+
+
 def cmd_preview(args: argparse.Namespace) -> int:
     ws = Workspace(".")
+    remote = _target(ws, args.target)
     with ws.open(args.session) as inv:
-        plan = plan_remedy(inv, args.name, args.path, args.target, _shapes(args))
+        if remote is None:
+            plan = plan_remedy(inv, args.name, args.path, args.target, _shapes(args))
+        else:
+            plan, _rpath = plan_remote(inv, args.name, remote, args.path, _shapes(args))
         _show(plan, args.json)
     return 2 if plan.blocked else 0
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
     ws = Workspace(".")
+    remote = _target(ws, args.target)
     with ws.open(args.session) as inv:
-        plan = plan_remedy(inv, args.name, args.path, args.target, _shapes(args))
+        if remote is None:
+            plan = plan_remedy(inv, args.name, args.path, args.target, _shapes(args))
+        else:
+            plan, rpath = plan_remote(inv, args.name, remote, args.path, _shapes(args))
         if plan.blocked:
             _show(plan, False)
             raise RemedyError(f"{args.name} not applied to {args.path}")
-        app = apply_remedy(inv, plan, args.target, args.hypothesis)
+        if remote is None:
+            app = apply_remedy(inv, plan, args.target, args.hypothesis)
+        else:
+            app = apply_remote(inv, plan, remote, rpath, args.hypothesis)
         if app is None:
             print(f"{args.path}: {args.name} is already applied; nothing changed")
         else:
@@ -77,8 +103,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def cmd_revert(args: argparse.Namespace) -> int:
     ws = Workspace(".")
+    remote = _target(ws, args.target)
     with ws.open(args.session) as inv:
-        app = revert_remedy(inv, args.path)
+        app = revert_remedy(inv, args.path) if remote is None else revert_remote(inv, remote, args.path)
         print(f"reverted application #{app} on {args.path}: the original bytes are back")
     return 0
 
@@ -100,3 +127,4 @@ def add_remedy_commands(sub: Any, add: Any) -> None:
             p.add_argument("--hypothesis", help="the hypothesis it addresses (default: the remedy's own)")
     p = add("revert", cmd_revert, "restore the exact original bytes of a remedied file", rsub)
     p.add_argument("path")
+    p.add_argument("--target", default="local", help="a remote target: PATH is on it (relative to its code.remote)")

@@ -8,7 +8,16 @@ from __future__ import annotations
 from .investigation import Investigation, InvestigationError, RunStart, result_fields
 from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
-from .remedies import RemedyError, apply_remedy, latest_shapes, plan_remedy, revert_remedy
+from .remedies import (
+    RemedyError,
+    apply_remedy,
+    apply_remote,
+    latest_shapes,
+    plan_remedy,
+    plan_remote,
+    revert_remedy,
+    revert_remote,
+)
 from .runs import CircularRetest, RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
 from .store import STREAMS, CaptureWriter, OutputLine, Store, StoreError
 from .workspace import Workspace
@@ -18,6 +27,9 @@ __all__ = [
     "CircularRetest",
     "RemedyError",
     "apply_remedy",
+    "apply_remote",
+    "plan_remote",
+    "revert_remote",
     "latest_shapes",
     "plan_remedy",
     "revert_remedy",

@@ -134,3 +134,41 @@ def test_good_config_parses_every_key(tmp_path):
         "sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sleuth-cd", "/root/dflash", "/root/venv/bin/python3", "-",
     ]
     assert chain.remote_command.count("'") == 2  # one shlex.join: only the sh script needed quotes
+
+
+MODEL = (
+    "import torch\n"
+    "from torch.nn.attention.flex_attention import flex_attention\n\n"
+    "# drafter kernel\n"
+    "flex = torch.compile(flex_attention, dynamic=False)\n"
+)
+
+
+@pytest.mark.parametrize("container", [None, "200"], ids=["sftp", "through-pct"])
+def test_remedy_on_a_remote_target_keeps_the_original_and_reverts(tmp_path, sshd, container):
+    remote = tmp_path / "remote-code"
+    remote.mkdir()
+    (remote / "model.py").write_bytes(MODEL.encode())
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    name = "gpu" if container is None else "ct"
+    (d / "sleuth.toml").write_text(
+        (d / "sleuth.toml").read_text() + "\n" + sshd.toml(name, jump=True, container=container)
+        + f'code = {{ remote = "{remote}" }}\n'
+    )
+    out = sleuth(d, "remedy", "preview", "lock", "model.py", "--target", name).stdout
+    assert "+flex = _sleuth_serialized(torch.compile(flex_attention, dynamic=False))" in out
+    assert (remote / "model.py").read_bytes() == MODEL.encode()  # a preview writes nothing there
+    sleuth(d, "remedy", "apply", "lock", "model.py", "--target", name)
+    after = (remote / "model.py").read_text()
+    assert "_sleuth_serialized(torch.compile(flex_attention" in after and "# drafter kernel" in after
+    assert (remote / "model.py.sleuth-orig").read_bytes() == MODEL.encode()  # the original kept beside it
+    assert not list(remote.glob("*.sleuth-tmp"))
+    # changed behind sleuth's back: revert refuses
+    (remote / "model.py").write_text(after + "# edited on the box\n")
+    proc = sleuth(d, "remedy", "revert", "model.py", "--target", name, check=False)
+    assert proc.returncode == 2 and "changed since the remedy was applied" in proc.stderr
+    (remote / "model.py").write_text(after)
+    sleuth(d, "remedy", "revert", "model.py", "--target", name)
+    assert (remote / "model.py").read_bytes() == MODEL.encode()
