@@ -158,7 +158,7 @@ def revert_remote(inv: Investigation, target: Target, path: str) -> int:
             if now != before:
                 if hashlib.sha256(now).hexdigest() != f["after_sha"]:
                     raise RemedyError(f"{want} changed since the remedy was applied; not reverted (the original is in the session and in {rpath}{ORIGINAL_SUFFIX})")
-                _run(lambda pool: write_file(target, rpath, before, pool, keep_original=False))
+                _run(lambda pool, data=before: write_file(target, rpath, data, pool, keep_original=False))
             inv.record_revert(app.id)
             return app.id
     raise InvestigationError(f"no active remedy on {want} in this investigation")
