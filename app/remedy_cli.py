@@ -66,14 +66,18 @@ def _target(ws: Workspace, name: str):
     return None if target.is_local else target
 
 
+def _plan(inv, args: argparse.Namespace, remote):
+    """(plan, remote path or None): a local file, or the remote one fetched for preview."""
+    if remote is None:
+        return plan_remedy(inv, args.name, args.path, args.target, _shapes(args)), None
+    return plan_remote(inv, args.name, remote, args.path, _shapes(args))
+
+
 def cmd_preview(args: argparse.Namespace) -> int:
     ws = Workspace(".")
     remote = _target(ws, args.target)
     with ws.open(args.session) as inv:
-        if remote is None:
-            plan = plan_remedy(inv, args.name, args.path, args.target, _shapes(args))
-        else:
-            plan, _rpath = plan_remote(inv, args.name, remote, args.path, _shapes(args))
+        plan, _rpath = _plan(inv, args, remote)
         _show(plan, args.json)
     return 2 if plan.blocked else 0
 
@@ -82,10 +86,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     ws = Workspace(".")
     remote = _target(ws, args.target)
     with ws.open(args.session) as inv:
-        if remote is None:
-            plan = plan_remedy(inv, args.name, args.path, args.target, _shapes(args))
-        else:
-            plan, rpath = plan_remote(inv, args.name, remote, args.path, _shapes(args))
+        plan, rpath = _plan(inv, args, remote)
         if plan.blocked:
             _show(plan, False)
             raise RemedyError(f"{args.name} not applied to {args.path}")

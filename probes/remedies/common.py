@@ -89,3 +89,17 @@ def splice(body: list[cst.BaseStatement], at: int, helper_source: str) -> list[c
     if rest:
         rest[0] = rest[0].with_changes(leading_lines=[cst.EmptyLine(), *footer, cst.EmptyLine(), *rest[0].leading_lines])
     return [*body[:at], *stmts, *rest]
+
+
+def after_imports(body: list[cst.BaseStatement]) -> int:
+    """Index just after the module's leading docstring and imports (where helpers go)."""
+    at = 0
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
+            for s in stmt.body
+        ):
+            at = i + 1
+        elif at:
+            break
+    return at

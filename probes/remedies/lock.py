@@ -24,6 +24,7 @@ from .common import (
     THREADS,
     TRACERS,
     Findings,
+    after_imports,
     is_call_to,
     line_of,
     qualified,
@@ -178,15 +179,7 @@ class _LockTransformer(cst.CSTTransformer):
         if not self.changed or self.has_helper:
             return updated
         body = list(updated.body)
-        at = 0
-        for i, stmt in enumerate(body):
-            if isinstance(stmt, cst.SimpleStatementLine) and all(
-                isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
-                for s in stmt.body
-            ):
-                at = i + 1
-            elif at:
-                break
+        at = after_imports(body)
         return updated.with_changes(body=splice(body, at, LOCK_HELPER))
 
 

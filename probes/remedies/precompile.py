@@ -17,7 +17,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
-from .common import COMPILE, FLEX, PARTIAL, PROCESSES, THREADS, Findings, line_of, qualified, splice
+from .common import COMPILE, FLEX, PARTIAL, PROCESSES, THREADS, Findings, after_imports, line_of, qualified, splice
 
 __all__ = ["precompile_transform"]
 
@@ -206,15 +206,7 @@ def precompile_transform(source: str, path: Path, shapes: list[dict[str, Any]], 
             findings.add(0, "no threading.Thread / ThreadPoolExecutor start in this module: apply precompile to the file that starts the workers", handled=False)
         return source, findings, {"changed": 0}
     body = list(new.body)
-    at = 0
-    for i, stmt in enumerate(body):
-        if isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
-            for s in stmt.body
-        ):
-            at = i + 1
-        elif at:
-            break
+    at = after_imports(body)
     where = f"the compiled function is {flex_import[0] + '.' if flex_import[0] else ''}{flex_import[1]}"
     findings.add(0, f"{len(shapes)} shape(s) to precompile; {where}")
     new = new.with_changes(body=splice(body, at, _helper(shapes, flex_import, masks, source_note)))
