@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["Redactor", "is_secret_name", "SECRET_NAME"]
@@ -77,19 +77,6 @@ class Redactor:
     def redact_text(self, text: str) -> str:
         return self.redact_bytes(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
 
-    def redact_obj(self, obj: Any) -> Any:
-        """Redact recursively; a mapping entry whose key looks secret loses its value."""
-        if isinstance(obj, dict):
-            return {
-                k: "<redacted>" if type(v) is str and type(k) is str and is_secret_name(k) else self.redact_obj(v)
-                for k, v in obj.items()
-            }
-        if isinstance(obj, (list, tuple)):
-            return [self.redact_obj(v) for v in obj]
-        if type(obj) is str:
-            return self.redact_text(obj)
-        return obj
-
     def redact_keys(self, obj: Any) -> Any:
         """Only the secret-looking keys of mappings (values are left to redact_text)."""
         if isinstance(obj, dict):
@@ -113,14 +100,3 @@ class Redactor:
         tail = _TOKEN_CHARS.search(window)
         held = len(window) - tail.start() if tail else 0
         return len(buffer) - held
-
-    def scrub_streams(self, chunks: Iterable[bytes]) -> Iterable[bytes]:
-        carry = b""
-        for chunk in chunks:
-            buffer = carry + chunk
-            cut = self.split_safe(buffer)
-            carry = buffer[cut:]
-            if cut:
-                yield self.redact_bytes(buffer[:cut])
-        if carry:
-            yield self.redact_bytes(carry)
