@@ -18,7 +18,17 @@ from typing import Any
 
 from hypotheses import CatalogError
 from probes import TEMPLATE, ConfigError, load_config
-from sessions import Investigation, InvestigationError, StoreError, Workspace, postmortem_markdown, write_postmortem
+from sessions import (
+    ExchangeError,
+    Investigation,
+    InvestigationError,
+    StoreError,
+    Workspace,
+    dump_export,
+    import_session,
+    run_cast,
+    write_postmortem,
+)
 
 from .demo import ERRORS as DEMO_ERRORS
 from .demo import add_demo_command
@@ -179,23 +189,82 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     path = Workspace(".").resolve(args.session)
+    out = args.output
+    fmt = args.format or (
+        "markdown" if out and out.endswith(".md") else "cast" if out and out.endswith(".cast") else "json"
+    )
+    if fmt == "cast" and args.run is None:
+        raise UsageError("--format cast records one run: add --run N (`sleuth events` lists the runs)")
+    if fmt != "cast" and args.run is not None:
+        raise UsageError("--run goes with --format cast; json and markdown export the whole session")
     with Investigation.replay(path) as inv:
-        fmt = args.format or ("markdown" if args.output and args.output.endswith(".md") else "json")
         if fmt == "markdown":
-            if args.output in (None, "-"):
-                sys.stdout.write(postmortem_markdown(inv.state))
+            if out in (None, "-"):
+                sys.stdout.write(inv.to_markdown())
             else:
-                out = write_postmortem(inv, args.output)
-                print(f"wrote {out} (full outputs in {out.with_name(out.stem + '-output')}/)", file=sys.stderr)
+                written = write_postmortem(inv, out)
+                print(
+                    f"wrote {written} (full outputs in {written.with_name(written.stem + '-output')}/)", file=sys.stderr
+                )
             return 0
-        if fmt != "json":
-            raise UsageError(f"export format {fmt!r} is not built yet; use --format json or markdown")
-        text = json.dumps(inv.export_json(), indent=1, sort_keys=True) + "\n"
-    if args.output in (None, "-"):
+        if fmt == "cast":
+            try:
+                text = run_cast(inv.store, inv.state, _run_number(args.run))
+            except ExchangeError as exc:
+                raise UsageError(str(exc)) from None
+        else:
+            text = dump_export(inv.export_json())
+    if out in (None, "-"):
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
+        Path(out).write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _run_number(text: str) -> int:
+    digits = text.lstrip("#")
+    if not digits.isdigit():
+        raise UsageError(f"--run {text!r}: expected a run number such as 7 or #7")
+    return int(digits)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    source = Path(args.file)
+    try:
+        doc = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{source}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
+    ws = Workspace(".")
+    if args.output:
+        dest = Path(args.output)
+        if dest.exists():
+            raise UsageError(f"{dest}: already exists; choose another -o or remove it")
+    else:
+        title = (
+            next(
+                (
+                    e["data"].get("title")
+                    for e in doc.get("events", [])
+                    if isinstance(e, dict)
+                    and e.get("kind") == "investigation.created"
+                    and isinstance(e.get("data"), dict)
+                ),
+                None,
+            )
+            if isinstance(doc, dict)
+            else None
+        )
+        dest = ws.new_path(f"imported {title or source.stem}")
+    try:
+        import_session(doc, dest, source=str(source))
+    except ExchangeError as exc:
+        raise UsageError(str(exc)) from None
+    if dest.resolve().parent == ws.dir and not args.keep_current:
+        ws.set_current(dest)
+    print(f"imported {source} into {dest}")
     return 0
 
 
@@ -214,7 +283,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--session", metavar="PATH", help="session file (default: the current investigation in .sleuth/)")
+    common.add_argument(
+        "--session", metavar="PATH", help="session file (default: the current investigation in .sleuth/)"
+    )
     parser = argparse.ArgumentParser(
         prog="sleuth",
         description="A debugging assistant for failures in remote GPU training: hypotheses, "
@@ -223,7 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    def add(name: str, func: Callable[[argparse.Namespace], int], help: str, parent: Any = sub) -> argparse.ArgumentParser:
+    def add(
+        name: str, func: Callable[[argparse.Namespace], int], help: str, parent: Any = sub
+    ) -> argparse.ArgumentParser:
         p = parent.add_parser(name, help=help, description=help, parents=[common])
         p.set_defaults(func=func)
         return p
@@ -261,7 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title")
     p.add_argument("--text")
 
-    p = add("link", cmd_link, "link two hypotheses (refines, competes, exposes) or a hypothesis to a symptom (explains)")
+    p = add(
+        "link", cmd_link, "link two hypotheses (refines, competes, exposes) or a hypothesis to a symptom (explains)"
+    )
     p.add_argument("src", metavar="HYPOTHESIS")
     p.add_argument("kind", choices=["refines", "competes", "exposes", "explains"])
     p.add_argument("dst", metavar="TARGET")
@@ -285,9 +360,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_remedy_commands(sub, add)
     add_demo_command(sub, add)
 
-    p = add("export", cmd_export, "export the session")
-    p.add_argument("--format", choices=["json", "markdown"], help="json (default), or markdown (default for -o *.md)")
+    p = add("export", cmd_export, "export the session: json (all of it), markdown (the postmortem), cast (one run)")
+    p.add_argument(
+        "--format",
+        choices=["json", "markdown", "cast"],
+        help="json (default; `sleuth import` reads it), markdown (default for -o *.md), "
+        "cast: one run as asciicast v3 (default for -o *.cast)",
+    )
+    p.add_argument("--run", metavar="N", help="the run to record (with --format cast)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+
+    p = add("import", cmd_import, "make a session file from a `sleuth export --format json` file")
+    p.add_argument("file", metavar="FILE.json")
+    p.add_argument("-o", "--output", metavar="SESSION", help="session file to write (default: a new one in .sleuth/)")
+    p.add_argument("--keep-current", action="store_true", help="do not make the imported session current")
     return parser
 
 
@@ -296,7 +382,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (InvestigationError, StoreError, CatalogError, ConfigError, UsageError, *PROBE_ERRORS, *REMEDY_ERRORS, *DEMO_ERRORS) as exc:
+    except (
+        InvestigationError,
+        StoreError,
+        CatalogError,
+        ConfigError,
+        UsageError,
+        *PROBE_ERRORS,
+        *REMEDY_ERRORS,
+        *DEMO_ERRORS,
+    ) as exc:
         print(f"sleuth: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

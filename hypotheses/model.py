@@ -72,6 +72,8 @@ class RunInfo:
     lines: dict[str, int] = field(default_factory=dict)
     finished_ts: float | None = None
     finished_seq: int | None = None
+    exit_status: int | None = None
+    signal: str | None = None
 
     @property
     def duration(self) -> float | None:
@@ -91,6 +93,8 @@ class RunInfo:
             "reason": self.reason,
             "result": self.result,
             "lines": self.lines,
+            "exit_status": self.exit_status,
+            "signal": self.signal,
             "started": self.started_ts,
             "finished": self.finished_ts,
         }
@@ -262,14 +266,8 @@ class InvestigationState:
         node = f"hyp:{hyp.id}"
         if node in self.graph:  # a newer definition replaces the catalog edges
             stale = [
-                (u, v, k)
-                for u, v, k, d in self.graph.out_edges(node, keys=True, data=True)
-                if d.get("catalog")
-            ] + [
-                (u, v, k)
-                for u, v, k, d in self.graph.in_edges(node, keys=True, data=True)
-                if d.get("catalog")
-            ]
+                (u, v, k) for u, v, k, d in self.graph.out_edges(node, keys=True, data=True) if d.get("catalog")
+            ] + [(u, v, k) for u, v, k, d in self.graph.in_edges(node, keys=True, data=True) if d.get("catalog")]
             self.graph.remove_edges_from(stale)
         self.hypotheses[hyp.id] = hyp
         self.evidence.setdefault(hyp.id, [])
@@ -279,8 +277,7 @@ class InvestigationState:
                 self._edge(node, f"symptom:{sym}", "explains", catalog=True)
         for test in hyp.probes:
             self._node(f"probe:{test.probe}", kind="probe")
-            self._edge(f"probe:{test.probe}", node, "tests", prediction=test.predicts, catalog=True
-            )
+            self._edge(f"probe:{test.probe}", node, "tests", prediction=test.predicts, catalog=True)
         for remedy in hyp.remedies:
             self._node(f"remedy:{remedy}", kind="remedy")
             self._edge(f"remedy:{remedy}", node, "addresses", catalog=True)
@@ -320,6 +317,8 @@ class InvestigationState:
         run.records = d.get("records", [])
         run.result = result_fields(run.records)
         run.lines = d.get("lines", {})
+        run.exit_status = d.get("exit_status")
+        run.signal = d.get("signal")
         run.finished_ts = e.ts
         run.finished_seq = e.seq
         self._node(f"run:{run.id}", kind="run", classification=run.classification)
@@ -353,8 +352,7 @@ class InvestigationState:
         self.evidence.setdefault(d["hypothesis"], []).append(entry)
         counts = self._counts.setdefault(d["hypothesis"], {"supports": 0, "refutes": 0, "inconclusive": 0})
         counts[d["verdict"]] += 1
-        self._edge(f"run:{d['run']}", f"hyp:{d['hypothesis']}", "evidence", verdict=d["verdict"]
-        )
+        self._edge(f"run:{d['run']}", f"hyp:{d['hypothesis']}", "evidence", verdict=d["verdict"])
         if d["verdict"] == "refutes":
             self._refuted_at[d["hypothesis"]] = self.runs[d["run"]].state_key
 
@@ -380,8 +378,7 @@ class InvestigationState:
         d = e.data
         app = self.applications[d["application"]]
         app.verifications.append({"run": d["run"], "hypothesis": d["hypothesis"], "outcome": d["outcome"]})
-        self._edge(f"app:{app.id}", f"run:{d['run']}", "verified-by", outcome=d["outcome"]
-        )
+        self._edge(f"app:{app.id}", f"run:{d['run']}", "verified-by", outcome=d["outcome"])
 
     def _flag(self, e: Event) -> None:
         d = e.data
@@ -432,9 +429,7 @@ class InvestigationState:
     def fixed_by(self, hypothesis: str) -> Application | None:
         """The active application verified to make the symptom stop, if any."""
         for app in self.applications.values():
-            if app.active and any(
-                v["hypothesis"] == hypothesis and v["outcome"] == "fixed" for v in app.verifications
-            ):
+            if app.active and any(v["hypothesis"] == hypothesis and v["outcome"] == "fixed" for v in app.verifications):
                 return app
         return None
 
@@ -460,9 +455,7 @@ class InvestigationState:
         earlier = self._by_check.get((ck, expected))
         retest = self.runs[earlier] if earlier is not None else None
         revisits = tuple(
-            h
-            for h in self.testing(probe)
-            if self.status(h) == "refuted" and self._refuted_at.get(h) == expected
+            h for h in self.testing(probe) if self.status(h) == "refuted" and self._refuted_at.get(h) == expected
         )
         return PreRunCheck(ck, expected, retest, revisits)
 
@@ -512,14 +505,16 @@ class InvestigationState:
 
     def snapshot(self) -> dict[str, Any]:
         """The whole folded state as plain data (what replay --json prints), a deep copy."""
-        return copy.deepcopy({
-            "event": self.last_seq,
-            "title": self.title,
-            "symptoms": [s.to_dict() for s in self.symptoms.values()],
-            "hypotheses": [self.hypothesis_summary(h) for h in self.hypotheses],
-            "runs": [r.to_dict() for r in self.runs.values()],
-            "applications": [a.to_dict() for a in self.applications.values()],
-            "flags": [f.to_dict() for f in self.flags],
-            "notes": self.notes,
-            "baselines": self.baselines,
-        })
+        return copy.deepcopy(
+            {
+                "event": self.last_seq,
+                "title": self.title,
+                "symptoms": [s.to_dict() for s in self.symptoms.values()],
+                "hypotheses": [self.hypothesis_summary(h) for h in self.hypotheses],
+                "runs": [r.to_dict() for r in self.runs.values()],
+                "applications": [a.to_dict() for a in self.applications.values()],
+                "flags": [f.to_dict() for f in self.flags],
+                "notes": self.notes,
+                "baselines": self.baselines,
+            }
+        )

@@ -5,6 +5,7 @@ The UI and the CLI go through :class:`Investigation`; nothing else writes a sess
 
 from __future__ import annotations
 
+from .exchange import ExchangeError, dump_export, export_session, import_session, run_cast
 from .investigation import Investigation, InvestigationError, RunStart, result_fields
 from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
@@ -23,6 +24,11 @@ from .store import STREAMS, CaptureWriter, OutputLine, Store, StoreError
 from .workspace import Workspace
 
 __all__ = [
+    "ExchangeError",
+    "dump_export",
+    "export_session",
+    "import_session",
+    "run_cast",
     "CaptureWriter",
     "CircularRetest",
     "RemedyError",

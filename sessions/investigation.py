@@ -11,7 +11,6 @@ Exceptions:
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -66,18 +65,14 @@ class Investigation:
     # ------------------------------------------------------------ lifecycle
 
     @classmethod
-    def create(
-        cls, path: Path | str, title: str, catalog: Catalog, redactor: Redactor | None = None
-    ) -> Investigation:
+    def create(cls, path: Path | str, title: str, catalog: Catalog, redactor: Redactor | None = None) -> Investigation:
         inv = cls(Store.create(path, redactor), InvestigationState())
         inv._record("investigation.created", {"title": title})
         inv.sync_catalog(catalog)
         return inv
 
     @classmethod
-    def open(
-        cls, path: Path | str, catalog: Catalog | None = None, redactor: Redactor | None = None
-    ) -> Investigation:
+    def open(cls, path: Path | str, catalog: Catalog | None = None, redactor: Redactor | None = None) -> Investigation:
         store = Store.open(path, redactor=redactor)
         inv = cls(store, InvestigationState.fold(store.events()))
         if catalog is not None:
@@ -193,8 +188,10 @@ class Investigation:
     def add_note(self, text: str, about: str | None = None) -> None:
         if not text.strip():
             raise InvestigationError("a note needs some text")
-        if about is not None and about not in self.state.hypotheses and not (
-            about.startswith("#") and about[1:].isdigit() and int(about[1:]) in self.state.runs
+        if (
+            about is not None
+            and about not in self.state.hypotheses
+            and not (about.startswith("#") and about[1:].isdigit() and int(about[1:]) in self.state.runs)
         ):
             raise InvestigationError(f"a note can be about a hypothesis id or a run (#N); {about!r} is neither")
         self._record("note.added", {"text": text, "about": about})
@@ -202,7 +199,9 @@ class Investigation:
     def mark_baseline(self, run: int) -> None:
         info = self._run(run)
         if info.classification != "completed":
-            raise InvestigationError(f"run #{run} is {info.classification or 'still running'}; only a completed run can be a baseline")
+            raise InvestigationError(
+                f"run #{run} is {info.classification or 'still running'}; only a completed run can be a baseline"
+            )
         self._record("baseline.marked", {"run": run, "target": info.target})
 
     def baseline(self, target: str) -> RunInfo | None:
@@ -237,9 +236,7 @@ class Investigation:
             f"in the same state (same environment, code, caches and remedies): it was {earlier.classification} — {said}"
         )
 
-    def begin_run(
-        self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe"
-    ) -> RunStart:
+    def begin_run(self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe") -> RunStart:
         """Record the start of a run; flags a circular retest or revisit first, as events."""
         check = self.check_before_run(probe, params, target)
         run = self.state.next_run_id()
@@ -307,6 +304,8 @@ class Investigation:
         state: dict[str, Any] | None = None,
         lines: Mapping[str, int] | None = None,
         ts: float | None = None,
+        exit_status: int | None = None,
+        signal: str | None = None,
     ) -> RunInfo:
         """Record how a run ended, then the evidence it gives, verifications and flags."""
         info = self._run(run)
@@ -322,6 +321,10 @@ class Investigation:
             "state": state,
             "lines": dict(lines or {}),
         }
+        if exit_status is not None:
+            finished["exit_status"] = exit_status
+        if signal is not None:
+            finished["signal"] = signal
         if state is not None:
             parts = component_keys(state)
             finished["state_parts"] = parts
@@ -417,18 +420,12 @@ class Investigation:
 
     def export_json(self) -> dict[str, Any]:
         """The whole session: events and captured output, secrets already redacted."""
-        outputs: dict[str, Any] = {}
-        for run in self.state.runs:
-            chunks = [
-                [stream, ts, base64.b64encode(data).decode("ascii")]
-                for stream, ts, data in self.store.output_chunks(run)
-            ]
-            if chunks:
-                outputs[str(run)] = chunks
-        return {
-            "format": "sleuth-session",
-            "schema": 1,
-            "events": [e.to_dict() for e in self.store.events(self.state.last_seq)],
-            "outputs": outputs,
-        }
+        from .exchange import export_session
 
+        return export_session(self.store, self.state.last_seq)
+
+    def to_markdown(self, outputs: dict[int, str] | None = None) -> str:
+        """The postmortem (see :mod:`sessions.postmortem`); *outputs* maps runs to links."""
+        from .postmortem import postmortem_markdown
+
+        return postmortem_markdown(self.state, outputs)

@@ -45,7 +45,11 @@ def _esc(text: str) -> str:
 def _env_row(run: Any) -> dict[str, str]:
     env = (run.state or {}).get("env") or {}
     torch = env.get("torch") or {}
+    if not isinstance(torch, dict):  # a probe of the user's may report just the version
+        torch = {"version": str(torch), "cuda": env.get("cuda")}
     fp = run.result.get("fingerprint") or {}
+    if not isinstance(fp, dict):
+        fp = {}
     return {
         "torch": fp.get("torch") or torch.get("version") or "—",
         "cuda": str(fp.get("torch.cuda") or torch.get("cuda") or "—"),

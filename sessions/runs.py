@@ -127,6 +127,17 @@ async def run_probe(
     finally:
         capture.close(complete=completed)
         if not completed:  # interrupted here (Ctrl-C): still one classification, never lost
-            inv.finish_run(start.run, "killed", "sleuth itself was interrupted while the run was going", [], None, capture.lines)
-    inv.finish_run(start.run, outcome.classification, outcome.reason, outcome.records, outcome.state, outcome.lines)
+            inv.finish_run(
+                start.run, "killed", "sleuth itself was interrupted while the run was going", [], None, capture.lines
+            )
+    inv.finish_run(
+        start.run,
+        outcome.classification,
+        outcome.reason,
+        outcome.records,
+        outcome.state,
+        outcome.lines,
+        exit_status=outcome.exit_status,
+        signal=outcome.signal,
+    )
     return RunReport(start.run, outcome, check, f"{Path(inv.path)}#run/{start.run}")

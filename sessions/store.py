@@ -114,8 +114,10 @@ class Store:
             conn.execute("BEGIN")
             for statement in _split_sql(_SCHEMA):
                 conn.execute(statement)
-            conn.execute("INSERT INTO meta VALUES ('format', ?), ('schema', ?), ('created', ?)",
-                         (FORMAT, str(SCHEMA_VERSION), repr(time.time())))
+            conn.execute(
+                "INSERT INTO meta VALUES ('format', ?), ('schema', ?), ('created', ?)",
+                (FORMAT, str(SCHEMA_VERSION), repr(time.time())),
+            )
         return cls(path, conn, False, redactor or Redactor.from_environ())
 
     @classmethod
@@ -350,6 +352,15 @@ class CaptureWriter:
             self._emit(other)  # keep the streams' order as it arrived
         if self._pending_len[s] >= self.COALESCE_BYTES or now - self._pending_ts[s] >= self.COALESCE_S:
             self._emit(s)
+
+    def write_exact(self, stream: str, data: bytes, ts: float) -> None:
+        """Store *data* as one chunk, as given (import of an export keeps chunk boundaries,
+        so a second export is identical); still redacted."""
+        s = STREAMS.index(stream)
+        for other in (0, 1):
+            if self._pending[other] or self._carry[other]:
+                self._emit(other, final=True)
+        self._store(s, self.store.redactor.redact_bytes(data), ts)
 
     def _emit(self, s: int, final: bool = False) -> None:
         red = self.store.redactor

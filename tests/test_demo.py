@@ -5,22 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mermaid_check import assert_valid_flowchart, mermaid_blocks
 from test_cli import sleuth
-
-MERMAID_LINE = re.compile(
-    r"""^\s{4}(?:
-        [A-Za-z_][A-Za-z0-9_]*\(\["[^"]*"\]\)                        # stadium node
-      | [A-Za-z_][A-Za-z0-9_]*\["[^"]*"\](?::::[a-z]+)?              # box node with class
-      | [A-Za-z_][A-Za-z0-9_]*\{\{"[^"]*"\}\}                        # hexagon node
-      | [A-Za-z_][A-Za-z0-9_]*\s(?:-->|-\.->)\|[a-z-]+\|\s[A-Za-z_][A-Za-z0-9_]*   # labelled edge
-      | classDef\s[a-z]+\s[a-z#0-9:,]+                               # class
-    )$""",
-    re.X,
-)
-
-
-def mermaid_blocks(text: str) -> list[list[str]]:
-    return [block.splitlines() for block in re.findall(r"```mermaid\n(.*?)```", text, re.S)]
 
 
 def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
@@ -32,14 +18,8 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     assert "Root cause: **compile race** — confirmed" in summary
     assert "Fix: the **lock** remedy" in summary
     blocks = mermaid_blocks(md)
-    assert len(blocks) == 1 and blocks[0][0] == "flowchart LR"
-    bad = [line for line in blocks[0][1:] if not MERMAID_LINE.match(line)]
-    assert bad == []
-    ids = {m.group(1) for line in blocks[0] for m in [re.match(r"^\s{4}([A-Za-z_][A-Za-z0-9_]*)[\[\(\{]", line)] if m}
-    for line in blocks[0]:
-        edge = re.match(r"^\s{4}(\w+) (?:-->|-\.->)\|[a-z-]+\| (\w+)$", line)
-        if edge:
-            assert edge.group(1) in ids and edge.group(2) in ids, line  # no edge to an undefined node
+    assert len(blocks) == 1
+    assert_valid_flowchart(blocks[0])
     flags = md.split("## Flags")[1].split("## Environment")[0]
     assert "circular-retest" in flags and "repeats #" in flags
     remedies = md.split("## Remedies")[1]
