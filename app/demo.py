@@ -30,8 +30,13 @@ CONFIG = """\
 # sleuth.toml for the demo: the local target, with the example drafter as its code.
 [targets.local]
 code = { local = "drafter" }
+
+# The reproduction: the drafter's own entry point, short, one cold-cache trial.
+[probes.compile-race]
+entry = "drafter/train.py"
+trials = 1
+args = ["--steps", "6"]
 """
-RACE_PARAMS = {"entry": "drafter/train.py", "trials": 1, "args": ["--steps", "6"]}
 
 
 class DemoError(RuntimeError):
@@ -73,13 +78,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         inv.close()
         return 0
     started = time.monotonic()
-    target = load_config(ws.config_path).target("local")
+    config = load_config(ws.config_path)
+    target = config.target("local")
     probes = builtin_probes()
 
     os.chdir(directory)  # the probes' entry paths are relative to the demo directory
 
     async def run(probe: str, params: dict, force: bool = False):
-        req = request_for_probe(inv, probes[probe], target, params)
+        req = request_for_probe(inv, probes[probe], target, config.params_for(probe, params))
         report = await run_probe(inv, target, req, force=force)
         data = report.to_json(inv)
         verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
@@ -95,7 +101,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     async def hunt() -> None:
         _say(1, "Reproduce: the drafter with 4 threads and cold caches, and a single-thread control")
-        await run("compile-race", RACE_PARAMS)
+        await run("compile-race", {})
         _say(2, "Version drift? Fingerprint the environment, mark it as the baseline, check against it")
         first = await run("env-fingerprint", {})
         inv.mark_baseline(first.run)
@@ -116,7 +122,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         app = apply_remedy(inv, plan, "local", "compile-race")
         print(f"    applied (application #{app}); {plan.diff.count(chr(10) + '+') } lines added")
         _say(6, "Re-run the reproduction under the lock (cold caches again; the control already passed)")
-        await run("compile-race", {**RACE_PARAMS, "control": False})
+        await run("compile-race", {"control": False})
 
     try:
         asyncio.run(hunt())

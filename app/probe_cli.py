@@ -80,7 +80,7 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
     config = load_config(ws.config_path)
     target = config.target(args.target)
     probe = _probe(args)
-    params = _params(args.param)
+    params = config.params_for(probe.id if probe else "", _params(args.param))
     with ws.open(args.session) as inv:
         request = request_for_shell(args.shell) if args.shell else request_for_probe(inv, probe, target, params)
         live = None if args.json or args.quiet else _echo

@@ -79,6 +79,11 @@ class Target:
 class Config:
     path: Path | None
     targets: dict[str, Target]
+    # [probes.ID] tables: default parameters of a probe here (a command line's --param wins)
+    probe_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def params_for(self, probe: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {**self.probe_params.get(probe, {}), **(given or {})}
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
@@ -136,11 +141,11 @@ def load_config(path: Path | str | None) -> Config:
     except tomlkit.exceptions.ParseError as exc:
         raise ConfigError(path, exc.line, exc.col, str(exc).split(" at line")[0]) from None
     loc = _Lines(path, text)
-    unknown = set(doc) - {"targets", "sleuth"}
+    unknown = set(doc) - {"targets", "sleuth", "probes"}
     if unknown:
         key = sorted(unknown)[0]
         line = next((i for i, ln in enumerate(loc.lines, 1) if key in ln), 1)
-        raise ConfigError(path, line, 1, f"unknown top-level key {key!r}; sleuth.toml holds [targets.NAME] tables")
+        raise ConfigError(path, line, 1, f"unknown top-level key {key!r}; sleuth.toml holds [targets.NAME] and [probes.ID] tables")
     raw = doc.get("targets", {})
     if not isinstance(raw, dict):
         raise ConfigError(path, 1, 1, "targets must be a table of [targets.NAME] tables")
@@ -150,7 +155,13 @@ def load_config(path: Path | str | None) -> Config:
         if not isinstance(table, dict):
             raise loc.error(name, None, f"targets.{name} must be a table")
         targets[name] = _target(name, table, loc)
-    return Config(path, targets)
+    probe_params: dict[str, dict[str, Any]] = {}
+    for probe, table in (doc.get("probes") or {}).items():
+        if not isinstance(table, dict):
+            line = next((i for i, ln in enumerate(loc.lines, 1) if re.match(rf"^\s*(probes\.)?{re.escape(probe)}\s*=", ln)), 1)
+            raise ConfigError(path, line, 1, f"probes.{probe} must be a table of parameters: [probes.{probe}]")
+        probe_params[probe] = dict(table)
+    return Config(path, targets, probe_params)
 
 
 def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:
@@ -255,4 +266,12 @@ TEMPLATE = '''\
 # env = { PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }
 # connect_timeout = 10             # seconds
 # timeout = 600                    # default run timeout of a probe, seconds
+
+# Default parameters of a probe here (`sleuth probe list` shows each probe's own;
+# --param KEY=VALUE on the command line wins):
+#
+# [probes.compile-race]
+# entry = "train.py"
+# args = ["--steps", "20"]
+# trials = 3
 '''

@@ -299,6 +299,114 @@ class Store:
                 finish(s)
         return [got[n] for n in range(start, end) if n in got]
 
+    def find(
+        self, run: int, needle: str, start: int = 0, stream: str | None = None, backwards: bool = False,
+        ignore_case: bool = False,
+    ) -> int | None:
+        """The first line at or after *start* (before it, *backwards*) that contains *needle*.
+
+        Scans the stored chunks with ``bytes.find`` and counts newlines only where a hit is, so
+        a search over a huge run reads each byte once, as grep does. Line numbers are over
+        the merged output, or over one stream's lines when *stream* is given (as ``lines``).
+        """
+        want = needle.encode("utf-8")
+        if not want or b"\n" in want:
+            return None
+        if ignore_case:
+            want = want.lower()
+        col, where, args = "line0", "", (run,)
+        if stream is not None:
+            col, where, args = "sline0", " AND stream = ?", (run, STREAMS.index(stream))
+        anchor = self.conn.execute(
+            f"SELECT seq FROM chunks WHERE run = ?{where} AND {col} <= ? ORDER BY {col} DESC, seq DESC LIMIT 1",
+            (*args, start),
+        ).fetchone()
+        first_seq = anchor[0] if anchor else 0
+        order, cmp = ("DESC", "<=") if backwards else ("ASC", ">=")
+        rows = self.conn.execute(
+            f"SELECT seq, stream, {col}, nlines, starts_mid, data FROM chunks WHERE run = ?{where} AND seq {cmp} ? "
+            f"ORDER BY seq {order}",
+            (*args, first_seq),
+        )
+        fold = bytes.lower if ignore_case else bytes
+
+        def opened_before(seq: int, s: int) -> int:
+            """The number of stream s's line that a chunk starting mid-line continues."""
+            row = self.conn.execute(
+                f"SELECT {col} + nlines - 1 FROM chunks WHERE run = ? AND stream = ? AND seq < ? AND nlines > 0 "
+                "ORDER BY seq DESC LIMIT 1",
+                (run, s, seq),
+            ).fetchone()
+            return row[0] if row else -1
+
+        if backwards:
+            # Chunks come newest first; a chunk's continuation of an older line can hold a lower
+            # line than an older chunk's, so stop only once no older chunk can do better.
+            best: int | None = None
+            newer: dict[int, bytes] = {}  # stream -> head of its newer chunk, when that one starts mid-line
+            keep = len(want) - 1
+
+            def offer(line: int) -> None:
+                nonlocal best
+                if line < start and (best is None or line > best):
+                    best = line
+
+            for seq, s, line0, nlines, starts_mid, blob in rows:
+                if best is not None and best >= line0 + nlines - 1:  # this chunk's last line, and older ones' are lower
+                    break
+                data = fold(bytes(blob))
+                if keep and s in newer:  # a hit that ends in the newer chunk
+                    joined = data[-keep:] + newer[s]
+                    pos = joined.find(want)
+                    if pos != -1 and pos + len(want) > min(keep, len(data)):
+                        last = len(data) - 1
+                        carried = opened_before(seq, s) if starts_mid and data.find(b"\n") == -1 else -1
+                        offer(_line_at(data, last, line0, bool(starts_mid), carried))
+                pos = data.rfind(want)
+                while pos != -1:
+                    carried = opened_before(seq, s) if starts_mid and data.find(b"\n", 0, pos) == -1 else -1
+                    line = _line_at(data, pos, line0, bool(starts_mid), carried)
+                    if line < start:
+                        offer(line)
+                        break
+                    pos = data.rfind(want, 0, pos + len(want) - 1) if pos else -1
+                newer.pop(s, None)
+                if starts_mid and keep:
+                    newer[s] = data[:keep]
+            return best
+        keep = len(want) - 1
+        open_line: dict[int, int] = {}  # stream -> its line still open where its last chunk ended
+        tail: dict[int, bytes] = {}  # stream -> that chunk's last bytes, for a hit across chunks
+        for seq, s, line0, nlines, starts_mid, blob in rows:
+            data = fold(bytes(blob))
+            carried = open_line[s] if s in open_line else opened_before(seq, s) if starts_mid else -1
+            if starts_mid and keep and s in tail:  # a hit that starts in the previous chunk
+                joined = tail[s] + data[:keep]
+                pos = joined.find(want)
+                if pos != -1 and pos < len(tail[s]) and b"\n" not in joined[: pos + len(want)] and carried >= start:
+                    return carried
+            pos = data.find(want)
+            while pos != -1:
+                line = _line_at(data, pos, line0, bool(starts_mid), carried)
+                if line >= start:
+                    return line
+                pos = data.find(want, pos + 1)
+            if data.endswith(b"\n"):
+                open_line.pop(s, None)
+                tail.pop(s, None)
+            else:
+                open_line[s] = line0 + nlines - 1 if nlines else carried
+                tail[s] = data[-keep:] if keep else b""
+        return None
+
+
+def _line_at(data: bytes, pos: int, line0: int, starts_mid: bool, carried: int) -> int:
+    """The line number of byte *pos* of a chunk (see the chunks table for line0/starts_mid)."""
+    k = data.count(b"\n", 0, pos)
+    if not starts_mid:
+        return line0 + k
+    return carried if k == 0 else line0 + k - 1
+
 
 class CaptureWriter:
     """Streams one run's output into the store, chunk by chunk, as it arrives."""

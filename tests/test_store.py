@@ -11,6 +11,8 @@ import textwrap
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sessions import Redactor, Store, StoreError
 
@@ -158,3 +160,33 @@ def test_secrets_never_reach_the_store(tmp_path):
         event = next(store.events())
         assert event.data["state"]["env"] == {"HF_TOKEN": "<redacted>", "PATH": "/usr/bin"}
         assert event.data["note"] == "tok=<redacted:HF_TOKEN>"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(
+        st.tuples(st.sampled_from(["stdout", "stderr"]), st.text(alphabet="ab\nX", min_size=1, max_size=12)),
+        min_size=1,
+        max_size=40,
+    ),
+    needle=st.sampled_from(["X", "aX", "Xb", "abX", "bXa", "XX"]),
+    start=st.integers(0, 30),
+    stream=st.sampled_from([None, "stdout", "stderr"]),
+    backwards=st.booleans(),
+)
+def test_find_agrees_with_a_scan_of_the_lines(tmp_path_factory, pieces, needle, start, stream, backwards):
+    """Store.find (a byte search over chunks) gives the line a plain scan of lines() gives:
+    lines split across chunks, streams interleaved, hits across chunk boundaries."""
+    path = tmp_path_factory.mktemp("find") / "s.sleuth"
+    with Store.create(path, Redactor({})) as store:
+        cap = store.capture(1)
+        for s, text in pieces:
+            cap.write_exact(s, text.encode(), 0.0)  # one chunk per piece: every boundary is tested
+        cap.close()
+        lines = store.lines(1, 0, 10_000, stream=stream)
+        if backwards:
+            want = max((ln.number for ln in lines if needle in ln.text and ln.number < start), default=None)
+        else:
+            want = min((ln.number for ln in lines if needle in ln.text and ln.number >= start), default=None)
+        got = store.find(1, needle, start, stream=stream, backwards=backwards)
+        assert got == want
