@@ -156,8 +156,31 @@ def _run_id(text: str) -> int:
     return int(digits)
 
 
+def _ui_available() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`sleuth` / `sleuth open PATH`: the investigation screen."""
+    from .tui import SleuthApp
+
+    ws = Workspace(".")
+    load_config(ws.config_path)  # a broken sleuth.toml is reported before the screen opens
+    path = getattr(args, "path", None) or args.session
+    if path is not None and not Path(path).is_file():
+        raise UsageError(f"{path}: no such session file")
+    SleuthApp.live(ws, path, target=getattr(args, "target", None) or "local").run()
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     path = Workspace(".").resolve(args.path or args.session)
+    if not args.json and not args.text and _ui_available():
+        from .tui import SleuthApp
+
+        Investigation.replay(path, args.at).close()  # bad path or event number: exit 2 before the screen
+        SleuthApp.replay(path, args.at).run()
+        return 0
     with Investigation.replay(path, args.at) as inv:
         snap = inv.state.snapshot()
         snap["events_total"] = inv.store.event_count()
@@ -291,8 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="A debugging assistant for failures in remote GPU training: hypotheses, "
         "probes on the real target, every byte of output, circular-retest warnings, remedies, replay.",
     )
+    parser.set_defaults(func=cmd_ui)
+    parser.add_argument("--session", metavar="PATH", help=argparse.SUPPRESS)
+    parser.add_argument("--target", default="local", help="target of the investigation screen (default: local)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
 
     def add(
         name: str, func: Callable[[argparse.Namespace], int], help: str, parent: Any = sub
@@ -348,10 +373,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("baseline", cmd_baseline, "mark a completed run as the baseline of its target")
     p.add_argument("run", metavar="#N")
 
-    p = add("replay", cmd_replay, "the investigation as it stood at event K")
+    p = add("open", cmd_ui, "open the investigation screen on a session file (plain `sleuth`: the current one)")
+    p.add_argument("path", nargs="?", help="session file (default: current)")
+    p.add_argument("--target", default="local", help="target probes run on (default: local)")
+
+    p = add("replay", cmd_replay, "the investigation as it stood at event K (the replay screen at a terminal)")
     p.add_argument("path", nargs="?", help="session file (default: current)")
     p.add_argument("--at", type=int, metavar="K", help="fold events 1..K (default: all)")
     p.add_argument("--json", action="store_true", help="print the folded state as JSON")
+    p.add_argument("--text", action="store_true", help="print a summary instead of opening the replay screen")
 
     p = add("events", cmd_events, "the event log")
     p.add_argument("--json", action="store_true")

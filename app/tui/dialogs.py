@@ -1,0 +1,195 @@
+"""Modal dialogs: the circular-retest question, the remedy diff, add-something, pick a target,
+and a yes/no question. Each is a ``ModalScreen[T]`` that dismisses with its answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, Select, Static
+from textual.widgets.option_list import Option
+
+__all__ = ["AddDialog", "ConfirmDialog", "RemedyDialog", "RetestDialog", "TargetDialog"]
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """A question with a default answer; y / n / enter / escape."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "yes", id="confirm.yes"),
+        Binding("n", "answer(False)", "no", id="confirm.no"),
+        Binding("escape", "answer(False)", "cancel", show=False),
+        Binding("enter", "default", "default", show=False),
+    ]
+
+    def __init__(self, title: str, body: Text | str, default: bool = False, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__(classes="dialog")
+        self.title_text, self.body, self.default = title, body, default
+        self.yes, self.no = yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.title_text, id="dialog-title")
+            yield Static(self.body, id="dialog-body")
+            with Horizontal(id="dialog-buttons"):
+                yield Button(f"{self.yes} [y]", id="yes", variant="warning" if not self.default else "primary")
+                yield Button(f"{self.no} [n]", id="no", variant="primary" if not self.default else "default")
+
+    def on_mount(self) -> None:
+        self.query_one("#yes" if self.default else "#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+    def action_default(self) -> None:
+        focused = self.focused
+        self.dismiss(focused.id == "yes" if isinstance(focused, Button) else self.default)
+
+
+class RetestDialog(ConfirmDialog):
+    """Before a circular retest runs: the earlier run, its result, and the question."""
+
+    def __init__(self, message: str, earlier: str) -> None:
+        body = Text()
+        body.append(message + "\n\n")
+        body.append(earlier, style="dim")
+        body.append("\n\nNothing changed since, so it will say the same. Run anyway?")
+        super().__init__("⟲ Circular retest", body, default=False, yes="Run anyway", no="Don't run")
+        self.add_class("-retest")
+
+
+class RemedyDialog(ModalScreen[str]):
+    """The unified diff of a remedy, what it addresses; Apply / Revert / Cancel."""
+
+    BINDINGS = [
+        Binding("a", "choose('apply')", "apply", id="remedy.apply"),
+        Binding("v", "choose('revert')", "revert", id="remedy.revert"),
+        Binding("escape", "choose('cancel')", "cancel", id="remedy.cancel"),
+    ]
+
+    def __init__(self, remedy: str, path: str, diff: str, notes: list[str], blocked: list[str], can_revert: bool) -> None:
+        super().__init__(classes="dialog")
+        self.remedy, self.path, self.diff = remedy, path, diff
+        self.notes, self.blocked, self.can_revert = notes, blocked, can_revert
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-wide"):
+            yield Label(f"Remedy {self.remedy} · {self.path}", id="dialog-title")
+            if self.notes:
+                yield Static("\n".join(self.notes), id="dialog-notes")
+            if self.blocked:
+                yield Static(Text("Blocked — not applied:\n" + "\n".join(self.blocked), style="bold red"), id="dialog-blocked")
+            with VerticalScroll(id="diff"):
+                if self.diff:
+                    yield Static(Syntax(self.diff, "diff", theme="ansi_dark", word_wrap=False), id="diff-text")
+                else:
+                    yield Static("No change: the file already has it.", id="diff-text")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Apply [a]", id="apply", variant="success", disabled=bool(self.blocked) or not self.diff)
+                if self.can_revert:
+                    yield Button("Revert [v]", id="revert", variant="warning")
+                yield Button("Cancel [esc]", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "cancel")
+
+    def action_choose(self, what: str) -> None:
+        if what == "apply" and (self.blocked or not self.diff):
+            return
+        if what == "revert" and not self.can_revert:
+            return
+        self.dismiss(what)
+
+
+class AddDialog(ModalScreen[dict[str, Any] | None]):
+    """Add a symptom, a hypothesis, a note or a link: a short form."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="add.cancel")]
+    KINDS = [("note", "note"), ("hypothesis", "hypothesis"), ("symptom", "symptom"), ("link", "link")]
+    HINTS = {
+        "note": ("text of the note", "about (a hypothesis id, optional)", ""),
+        "hypothesis": ("id, e.g. nccl-timeout", "title", "claim: what would be true"),
+        "symptom": ("id, e.g. oom-at-step-40 (or a catalog id)", "title", "the error text"),
+        "link": ("from hypothesis id", "kind: refines | competes | exposes | explains", "to (hypothesis or symptom id)"),
+    }
+
+    def __init__(self, about: str | None = None) -> None:
+        super().__init__(classes="dialog")
+        self.about = about
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("Add", id="dialog-title")
+            yield Select(self.KINDS, value="note", allow_blank=False, id="add-kind")
+            yield Input(placeholder=self.HINTS["note"][0], id="add-a")
+            yield Input(placeholder=self.HINTS["note"][1], value=self.about or "", id="add-b")
+            yield Input(placeholder=self.HINTS["note"][2], id="add-c", classes="-hidden")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Add [enter]", id="add", variant="primary")
+                yield Button("Cancel [esc]", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#add-a", Input).focus()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        a, b, c = self.HINTS[str(event.value)]
+        self.query_one("#add-a", Input).placeholder = a
+        self.query_one("#add-b", Input).placeholder = b
+        third = self.query_one("#add-c", Input)
+        third.placeholder = c
+        third.set_class(not c, "-hidden")
+
+    def _values(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.query_one("#add-kind", Select).value),
+            "a": self.query_one("#add-a", Input).value.strip(),
+            "b": self.query_one("#add-b", Input).value.strip(),
+            "c": self.query_one("#add-c", Input).value.strip(),
+        }
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(self._values())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(self._values() if event.button.id == "add" else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class TargetDialog(ModalScreen[str | None]):
+    """Pick the target probes run on."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="target.cancel")]
+
+    def __init__(self, targets: list[tuple[str, str]], current: str) -> None:
+        super().__init__(classes="dialog")
+        self.targets, self.current = targets, current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("Target", id="dialog-title")
+            yield OptionList(
+                *[Option(Text.assemble((name, "bold"), "  ", (describe, "dim")), id=name) for name, describe in self.targets],
+                id="targets",
+            )
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        names = [n for n, _ in self.targets]
+        options.highlighted = names.index(self.current) if self.current in names else 0
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

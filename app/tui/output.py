@@ -1,0 +1,355 @@
+"""The output view of one run: a Line API widget that reads only the lines on screen from the
+session store, so a run of ten million lines opens and scrolls at once.
+
+Folds (JSON/config dumps, repeated warnings) come from a thread worker that feeds the run's
+lines to :class:`app.outline.FoldDetector` through its own read-only connection, block by
+block, also while the run is still being written; the widget only merges what it finds.
+Search goes to :meth:`sessions.Store.find` (also in a thread worker, on its own connection).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from rich.style import Style
+from rich.text import Text
+from textual import work
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.worker import get_current_worker
+
+from sessions import OutputLine, Store
+
+from ..outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
+
+__all__ = ["OutputView"]
+
+BLOCK = 256  # lines read from the store at a time
+CACHE_BLOCKS = 64  # at most this many blocks kept: memory does not grow with the run
+SCAN_BLOCK = 20_000  # lines per step of the fold scan
+
+STYLES = {
+    "error": Style(color="red", bold=True),
+    "traceback": Style(color="red"),
+    "warning": Style(color="yellow"),
+    "record": Style(color="green", dim=True),
+    "": Style(),
+}
+FOLD_STYLE = Style(color="cyan", italic=True)
+HIT_STYLE = Style(bgcolor="yellow", color="black")
+CURSOR_STYLE = Style(bgcolor="grey23")
+STDERR_MARK = Style(color="magenta", dim=True)
+
+
+class OutputView(ScrollView, can_focus=True):
+    """The selected run's lines, folded and searchable."""
+
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "up", show=False),
+        Binding("down", "cursor(1)", "down", show=False),
+        Binding("pageup", "cursor(-20)", "page up", show=False),
+        Binding("pagedown", "cursor(20)", "page down", show=False),
+        Binding("home", "cursor_to(0)", "top", show=False),
+        Binding("end", "cursor_to(-1)", "end", show=False),
+        Binding("enter", "toggle_fold", "open/close fold", id="output.toggle_fold", tooltip="Open or close the folded lines under the cursor"),
+        Binding("s", "cycle_stream", "stream", id="output.stream", tooltip="Show both streams, stdout only, or stderr only"),
+        Binding("n", "find_next", "next hit", id="output.next", show=False),
+        Binding("N", "find_previous", "previous hit", id="output.previous", show=False),
+    ]
+
+    cursor = reactive(0)  # row
+
+    class Changed(Message):
+        """Lines or folds changed (the header shows counts); replaced by the next one."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, OutputView.Changed)
+
+    class SearchResult(Message):
+        def __init__(self, term: str, line: int | None, wrapped: bool) -> None:
+            super().__init__()
+            self.term, self.line, self.wrapped = term, line, wrapped
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.store: Store | None = None
+        self.run: int | None = None
+        self.stream: str | None = None
+        self.total = 0
+        self.complete = True
+        self.outline = Outline()
+        self.term = ""
+        self.hit_line: int | None = None
+        self.follow = True
+        self.new_since_scroll = 0
+        self._cache: OrderedDict[int, list[OutputLine]] = OrderedDict()
+        self._width = 0
+        self._session: Path | None = None
+
+    # ---------------------------------------------------------------- what is shown
+
+    def show_run(self, store: Store | None, run: int | None, stream: str | None = None) -> None:
+        """Show *run* from *store* (None: nothing). Starts the fold scan for it."""
+        self.workers.cancel_group(self, "outline")
+        self.store, self.run, self.stream = store, run, stream
+        self._session = store.path if store is not None else None
+        self._cache.clear()
+        self.outline = Outline()
+        self.cursor = 0
+        self.hit_line = None
+        self.follow = True
+        self.new_since_scroll = 0
+        self._width = 0
+        self.total, self.complete = self._count()
+        self._resize()
+        self.scroll_to(y=0, animate=False)
+        if run is not None and store is not None:
+            self._scan(self._session, run, stream)
+        self.refresh()
+        self.post_message(self.Changed())
+
+    def _count(self) -> tuple[int, bool]:
+        if self.store is None or self.run is None:
+            return 0, True
+        summary = self.store.output_summary(self.run)
+        lines = summary["lines"]
+        total = lines[self.stream] if self.stream else lines["stdout"] + lines["stderr"]
+        return total, summary["complete"]
+
+    def poll(self) -> None:
+        """A live run: pick up new lines (called on a timer by the screen)."""
+        if self.store is None or self.run is None:
+            return
+        total, complete = self._count()
+        if total == self.total and complete == self.complete:
+            return
+        grew = total - self.total
+        # the last line of a live run may still grow: drop its cached block
+        last_block = max(self.total - 1, 0) // BLOCK
+        self._cache.pop(last_block, None)
+        self.total, self.complete = total, complete
+        at_end = self.follow
+        self._resize()
+        if at_end:
+            self.scroll_end(animate=False)
+            self.cursor = max(self.rows - 1, 0)
+        else:
+            self.new_since_scroll += grew
+        self.refresh()
+        self.post_message(self.Changed())
+
+    @property
+    def rows(self) -> int:
+        return self.outline.rows(self.total)
+
+    def _resize(self) -> None:
+        self.virtual_size = Size(max(self._width, self.size.width), self.rows)
+
+    def _block(self, number: int) -> list[OutputLine]:
+        if number in self._cache:
+            self._cache.move_to_end(number)
+            return self._cache[number]
+        assert self.store is not None and self.run is not None
+        lines = self.store.lines(self.run, number * BLOCK, BLOCK, stream=self.stream)
+        self._cache[number] = lines
+        if len(self._cache) > CACHE_BLOCKS:
+            self._cache.popitem(last=False)
+        return lines
+
+    def line(self, number: int) -> OutputLine | None:
+        block = self._block(number // BLOCK)
+        index = number - (number // BLOCK) * BLOCK
+        if index < len(block) and block[index].number == number:
+            return block[index]
+        return next((ln for ln in block if ln.number == number), None)
+
+    def visible_text(self) -> list[str]:
+        """The text of the rows on screen, as shown (for tests and the tmux check)."""
+        top = int(self.scroll_offset.y)
+        return [self._row_text(r)[0].plain for r in range(top, min(top + self.size.height, self.rows))]
+
+    def _row_text(self, row: int) -> tuple[Text, str]:
+        number, fold = self.outline.at_row(row)
+        if fold is not None:
+            mark = "▸" if fold.kind == "dump" else "⟳"
+            return Text(f"{mark} [+] {fold.label}   ⏎ open", style=FOLD_STYLE), "fold"
+        ln = self.line(number)
+        if ln is None:
+            return Text(""), ""
+        shown, updates = display_text(ln.text)
+        style = line_style(shown)
+        record = record_line(shown) if style == "record" else None
+        if record is not None:
+            shown = f"⟨record⟩ {record}"
+        text = Text(shown, style=STYLES[style])
+        if updates:
+            text.append(f"   ⟳ {updates} updates", style="dim")
+        open_fold = self.outline.fold_at(number)
+        if open_fold is not None and open_fold.start == number and open_fold.start in self.outline.expanded:
+            text = Text("▾ ", style=FOLD_STYLE) + text
+        if ln.stream == "stderr" and self.stream is None:
+            text = Text("▌", style=STDERR_MARK) + text
+        if self.term:
+            text.highlight_words([self.term], HIT_STYLE, case_sensitive=not self.term.islower())
+        return text, style
+
+    def render_line(self, y: int) -> Strip:
+        row = int(self.scroll_offset.y) + y
+        width = self.size.width
+        if row >= self.rows or self.store is None:
+            return Strip.blank(width, self.rich_style)
+        text, _ = self._row_text(row)
+        segments = list(text.render(self.app.console))
+        strip = Strip(segments)
+        if strip.cell_length > self._width:
+            self._width = strip.cell_length
+            self.virtual_size = Size(self._width, self.rows)
+        strip = strip.crop(int(self.scroll_offset.x), int(self.scroll_offset.x) + width)
+        strip = strip.extend_cell_length(width)
+        if row == self.cursor and self.has_focus:
+            strip = strip.apply_style(CURSOR_STYLE)
+        return strip.apply_style(self.rich_style)
+
+    # ---------------------------------------------------------------- folds
+
+    @work(thread=True, group="outline", exclusive=True)
+    def _scan(self, session: Path | None, run: int, stream: str | None) -> None:
+        if session is None:
+            return
+        worker = get_current_worker()
+        detector = FoldDetector()
+        with Store.open(session, readonly=True) as ro:
+            while not worker.is_cancelled:
+                summary = ro.output_summary(run)
+                lines = summary["lines"]
+                total = lines[stream] if stream else lines["stdout"] + lines["stderr"]
+                # a live run's last line may still grow: leave it for the next round
+                ready = total if summary["complete"] else max(total - 1, 0)
+                while detector.fed < ready and not worker.is_cancelled:
+                    count = min(SCAN_BLOCK, ready - detector.fed)
+                    texts = [display_text(ln.text)[0] for ln in ro.lines(run, detector.fed, count, stream=stream)]
+                    if not texts:
+                        break
+                    folds = detector.feed(texts)
+                    if folds:
+                        self.app.call_from_thread(self._add_folds, run, folds)
+                if summary["complete"] and detector.fed >= total:
+                    folds = detector.finish()
+                    if folds:
+                        self.app.call_from_thread(self._add_folds, run, folds)
+                    return
+                time.sleep(0.2)
+
+    def _add_folds(self, run: int, folds: list[Fold]) -> None:
+        if run != self.run:
+            return
+        top_line = self.outline.at_row(int(self.scroll_offset.y))[0]
+        cursor_line = self.outline.at_row(self.cursor)[0]
+        self.outline.add(folds)
+        self._resize()
+        # keep the same lines in view while folds arrive
+        if self.follow and not self.complete:
+            self.scroll_end(animate=False)
+        else:
+            self.scroll_to(y=self.outline.row_of(top_line), animate=False)
+        self.cursor = self.outline.row_of(cursor_line)
+        self.refresh()
+        self.post_message(self.Changed())
+
+    def action_toggle_fold(self) -> None:
+        number, fold = self.outline.at_row(self.cursor)
+        fold = fold or self.outline.fold_at(number)
+        if fold is None:
+            return
+        self.outline.toggle(fold)
+        self.cursor = self.outline.row_of(fold.start)
+        self._resize()
+        self.refresh()
+        self.post_message(self.Changed())
+
+    # ---------------------------------------------------------------- moving
+
+    def action_cursor(self, delta: int) -> None:
+        self.cursor = max(0, min(self.rows - 1, self.cursor + delta))
+        self._reveal()
+
+    def action_cursor_to(self, row: int) -> None:
+        self.cursor = self.rows - 1 if row < 0 else row
+        self._reveal()
+
+    def _reveal(self) -> None:
+        top = int(self.scroll_offset.y)
+        height = max(self.size.height, 1)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False)
+        self.refresh()
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self.follow = new >= self.max_scroll_y
+        if self.follow:
+            self.new_since_scroll = 0
+            self.post_message(self.Changed())
+
+    def watch_cursor(self) -> None:
+        self.refresh()
+
+    def go_to_line(self, number: int) -> None:
+        if self.outline.expand_around(number):
+            self._resize()
+        row = self.outline.row_of(number)
+        self.cursor = row
+        height = max(self.size.height, 1)
+        self.scroll_to(y=max(row - height // 3, 0), animate=False)
+        self.refresh()
+
+    # ---------------------------------------------------------------- streams, search
+
+    def action_cycle_stream(self) -> None:
+        order = [None, "stdout", "stderr"]
+        self.show_run(self.store, self.run, order[(order.index(self.stream) + 1) % 3])
+
+    def search(self, term: str, backwards: bool = False) -> None:
+        self.term = term
+        self.refresh()
+        if term and self._session is not None and self.run is not None:
+            start = self.outline.at_row(self.cursor)[0]
+            self._find(self._session, self.run, self.stream, term, start, backwards)
+
+    def action_find_next(self) -> None:
+        self.search(self.term)
+
+    def action_find_previous(self) -> None:
+        self.search(self.term, backwards=True)
+
+    @work(thread=True, group="search", exclusive=True)
+    def _find(self, session: Path, run: int, stream: str | None, term: str, start: int, backwards: bool) -> None:
+        ignore_case = term.islower()
+        with Store.open(session, readonly=True) as ro:
+            if backwards:
+                line = ro.find(run, term, start, stream=stream, backwards=True, ignore_case=ignore_case)
+                wrapped = line is None
+                if wrapped:
+                    line = ro.find(run, term, 1 << 62, stream=stream, backwards=True, ignore_case=ignore_case)
+            else:
+                line = ro.find(run, term, start + 1, stream=stream, ignore_case=ignore_case)
+                wrapped = line is None
+                if wrapped:
+                    line = ro.find(run, term, 0, stream=stream, ignore_case=ignore_case)
+        self.app.call_from_thread(self._found, run, term, line, wrapped)
+
+    def _found(self, run: int, term: str, line: int | None, wrapped: bool) -> None:
+        if run != self.run:
+            return
+        self.hit_line = line
+        if line is not None:
+            self.go_to_line(line)
+        self.post_message(self.SearchResult(term, line, wrapped))

@@ -1,0 +1,238 @@
+"""What the screens say, as plain functions of the folded state: tree labels, the detail of a
+selection, the suggested next step, timeline rows. No Textual here (Rich text only), so the
+wording is tested without running the app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from hypotheses import InvestigationState
+
+__all__ = [
+    "GLYPHS",
+    "NextStep",
+    "Selection",
+    "detail_text",
+    "hypothesis_label",
+    "next_step",
+    "run_label",
+    "timeline_rows",
+    "clock",
+]
+
+GLYPHS = {"open": "○", "supported": "●", "refuted": "✓", "confirmed": "★", "inconclusive": "?"}
+STATUS_STYLE = {
+    "open": "",
+    "supported": "bold yellow",
+    "refuted": "dim strike",
+    "confirmed": "bold green",
+    "inconclusive": "magenta",
+}
+CLASS_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "killed": "red",
+    "timed_out": "red",
+    "no_result": "yellow",
+    "transport": "magenta",
+    "declined": "dim",
+}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the tree's cursor is on."""
+
+    kind: str  # "symptom" | "hypothesis" | "probe" | "remedy" | "run" | "none"
+    id: str = ""
+    hypothesis: str | None = None
+    run: int | None = None
+
+
+@dataclass(frozen=True)
+class NextStep:
+    action: str  # "run" | "remedy" | "none"
+    key: str
+    text: str
+    probe: str | None = None
+    remedy: str | None = None
+    hypothesis: str | None = None
+
+
+def clock(seconds: float) -> str:
+    s = max(int(seconds), 0)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def hypothesis_label(st: InvestigationState, h: str) -> Text:
+    status = st.status(h)
+    ev = st.evidence_counts(h)
+    hyp = st.hypotheses[h]
+    text = Text()
+    text.append(GLYPHS[status] + " ", style=STATUS_STYLE[status])
+    text.append(hyp.title, style=STATUS_STYLE[status])
+    if ev["supports"] or ev["refutes"]:
+        text.append(f"  {ev['supports']}▲ {ev['refutes']}▼", style="dim")
+    for kind, other in hyp.links:
+        if kind != "refines":
+            text.append(f"  {kind} {st.hypotheses[other].title if other in st.hypotheses else other}", style="italic cyan")
+    for src, dst, kind in st.user_links:
+        if src == f"hyp:{h}":
+            text.append(f"  {kind} {dst.split(':', 1)[1]}", style="italic cyan")
+    if st.fixed_by(h):
+        text.append("  fixed", style="bold green")
+    return text
+
+
+def run_label(st: InvestigationState, run_id: int) -> Text:
+    run = st.runs[run_id]
+    cls = run.classification or "running"
+    text = Text(f"#{run.id} ", style="bold")
+    text.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
+    verdicts = [e["verdict"] for entries in st.evidence.values() for e in entries if e["run"] == run_id]
+    if verdicts:
+        text.append(" " + ", ".join(sorted(set(verdicts))), style="dim")
+    if run.retest_of:
+        text.append(f" ⟲#{run.retest_of}", style="bold yellow")
+    return text
+
+
+def _probe_cost(probes: dict[str, Any], probe: str) -> float:
+    p = probes.get(probe)
+    return float(getattr(p, "cost", 1.0)) if p is not None else float("inf")
+
+
+def next_step(
+    st: InvestigationState, h: str | None, probes: dict[str, Any], target: str, params_for: Any = None
+) -> NextStep:
+    """The one step suggested for hypothesis *h*: a remedy when it is supported and nothing
+    applied yet; a re-run to verify an applied remedy; else the cheapest of its probes that
+    is not a circular retest (a retest cannot change a status)."""
+    params_for = params_for or (lambda probe: {})
+    if h is None or h not in st.hypotheses:
+        return NextStep("none", "", "select a hypothesis")
+    hyp = st.hypotheses[h]
+    status = st.status(h)
+    if status == "confirmed":
+        app = st.fixed_by(h)
+        return NextStep("none", "e", f"confirmed and fixed by {app.remedy if app else 'a remedy'}: export the postmortem")
+    active = [a for a in st.applications.values() if a.active and a.target == target]
+    if status == "supported" and hyp.remedies and not active:
+        remedy = hyp.remedies[0]
+        return NextStep("remedy", "f", f"apply {remedy}", remedy=remedy, hypothesis=h)
+    if status == "supported" and active:
+        supporting = [st.runs[e["run"]] for e in st.evidence.get(h, []) if e["verdict"] == "supports"]
+        for run in reversed(supporting):
+            check = st.check_before_run(run.probe, run.params, target)
+            if not check.flagged:
+                return NextStep(
+                    "run", "r", f"re-run #{run.id} {run.probe} under {active[-1].remedy} to verify",
+                    probe=run.probe, hypothesis=h,
+                )
+    candidates = []
+    for test in hyp.probes:
+        if test.probe not in probes:
+            continue
+        check = st.check_before_run(test.probe, params_for(test.probe), target)
+        if check.flagged:
+            continue
+        candidates.append((_probe_cost(probes, test.probe), test.probe))
+    if not candidates:
+        return NextStep("none", "", "every probe of it was run in this same state: change something first")
+    _cost, probe = min(candidates)
+    return NextStep("run", "r", f"run {probe}", probe=probe, hypothesis=h)
+
+
+def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = None) -> Text:
+    """The detail pane for the selection."""
+    text = Text()
+    if sel.kind == "symptom" and sel.id in st.symptoms:
+        sym = st.symptoms[sel.id]
+        text.append(f"symptom · {sym.title}\n", style="bold")
+        if sym.text:
+            text.append(sym.text + "\n", style="red")
+        explained = [h for h, hyp in st.hypotheses.items() if sel.id in hyp.explains]
+        text.append("\nexplained by: ", style="dim")
+        text.append(", ".join(f"{st.hypotheses[h].title} ({st.status(h)})" for h in explained) or "nothing yet")
+        return text
+    h = sel.hypothesis or (sel.id if sel.kind == "hypothesis" else None)
+    if h is None or h not in st.hypotheses:
+        if sel.kind == "run" and sel.run in st.runs:
+            run = st.runs[sel.run]
+            text.append(f"run #{run.id} · {run.probe} on {run.target}\n", style="bold")
+            text.append(f"{run.classification or 'running'}: {run.reason}\n")
+            return text
+        text.append("Select a symptom or a hypothesis on the left.", style="dim")
+        return text
+    hyp = st.hypotheses[h]
+    status = st.status(h)
+    parent = st.parent(h)
+    text.append(f"{st.hypotheses[parent].title} · " if parent else "", style="dim")
+    text.append(hyp.title, style="bold")
+    text.append(f"   {status.upper()} {GLYPHS[status]}\n", style=STATUS_STYLE[status] or "bold")
+    if hyp.claim:
+        text.append(" ".join(hyp.claim.split()) + "\n")
+    if hyp.source != "builtin":
+        text.append(f"({hyp.source} hypothesis{', ' + hyp.origin if hyp.origin else ''})\n", style="dim")
+    for test in hyp.probes:
+        if sel.kind == "probe" and test.probe != sel.id:
+            continue
+        text.append("predicts: ", style="bold dim")
+        text.append(f"{test.probe}: {test.predicts or '—'}\n")
+    entries = st.evidence.get(h, [])
+    text.append("evidence: ", style="bold dim")
+    if not entries:
+        text.append("none yet\n", style="dim")
+    for i, e in enumerate(entries):
+        run = st.runs[e["run"]]
+        fields = ", ".join(f"{k}={v}" for k, v in sorted(e["fields"].items()))[:70]
+        if i:
+            text.append("          ")
+        text.append(f"#{run.id} {run.probe}  ", style="bold")
+        text.append(f"{fields}  ")
+        text.append(e["verdict"] + "\n", style="green" if e["verdict"] == "supports" else "red" if e["verdict"] == "refutes" else "yellow")
+    if hyp.remedies:
+        text.append("remedies: ", style="bold dim")
+        applied = {a.remedy: a for a in st.applications.values() if a.active}
+        text.append(" · ".join(f"{r} (applied #{applied[r].id})" if r in applied else r for r in hyp.remedies) + "\n")
+    flags = [f for f in st.flags if f.hypothesis == h]
+    for f in flags:
+        text.append(f"⚑ {f.kind}: {f.message}\n", style="yellow")
+    if step is not None:
+        text.append("next:     ", style="bold dim")
+        text.append(step.text, style="bold")
+        if step.key:
+            text.append(f"  [{step.key}]", style="bold cyan")
+        text.append("\n")
+    return text
+
+
+def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None, bool]]:
+    """(time, line, run or None, flagged) for runs, flags, remedies and notes, in time order."""
+    t0 = st.created_ts or 0.0
+    rows: list[tuple[float, int, Text, int | None, bool]] = []
+    for run in st.runs.values():
+        verdicts = "; ".join(f"{e['verdict']} {h}" for h, entries in st.evidence.items() for e in entries if e["run"] == run.id)
+        line = Text(f"{clock(run.started_ts - t0)} #{run.id} {run.probe:<16} ", style="")
+        cls = run.classification or "running"
+        line.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
+        if verdicts:
+            line.append(f"  {verdicts}", style="dim")
+        rows.append((run.started_ts, run.started_seq, line, run.id, False))
+    for f in st.flags:
+        line = Text(f"{clock(f.ts - t0)} ⚑ {f.kind}", style="bold yellow")
+        line.append(f"  {f.message}", style="yellow")
+        rows.append((f.ts, f.seq, line, f.run, True))
+    for app in st.applications.values():
+        line = Text(f"{clock(app.applied_ts - t0)} ✚ remedy {app.remedy} #{app.id} applied on {app.target}", style="cyan")
+        if not app.active:
+            line.append(" (reverted)", style="dim")
+        rows.append((app.applied_ts, 0, line, None, False))
+    for n in st.notes:
+        rows.append((n["ts"], n["seq"], Text(f"{clock(n['ts'] - t0)} ✎ {n['text']}", style="italic"), None, False))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [(ts, line, run, flagged) for ts, _seq, line, run, flagged in rows]
