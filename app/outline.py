@@ -130,7 +130,16 @@ class FoldDetector:
         cycles = (n - start) // period
         if cycles >= MIN_REPEATS:
             more = f" (+{period - 1} line{'s' if period > 2 else ''})" if period > 1 else ""
-            out.append(Fold(start, start + cycles * period, "repeat", f"{first.strip()[:100]}{more}  ×{cycles}"))
+            out.append(Fold(start, start + cycles * period, "repeat", f"{_gist(first)}{more}  ×{cycles}"))
+
+
+_GIST = re.compile(r"\b[A-Z]\w*(?:Warning|Error)\b.*")
+
+
+def _gist(line: str) -> str:
+    """A warning's category and message, without the long path before it."""
+    m = _GIST.search(line)
+    return (m.group(0) if m else line.strip())[:120]
 
 
 class Outline:

@@ -207,7 +207,12 @@ class InvestigationScreen(Screen):
             if found is not None:
                 self.selection = found.data
         if found is not None:
+            up = found.parent
+            while up is not None:  # the selection stays in view, even under a collapsed node
+                up.expand()
+                up = up.parent
             tree.move_cursor(found)
+            self.call_after_refresh(tree.move_cursor, found)  # again, once the lines are rebuilt
 
     def _step(self) -> NextStep:
         return next_step(self.state, self.selection.hypothesis, self.app.probes, self.app.target.name, self.app.config.params_for)
@@ -300,8 +305,8 @@ class InvestigationScreen(Screen):
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
         sel = event.node.data
-        if sel is None:
-            return
+        if sel is None or event.node is not event.control.cursor_node:
+            return  # a stale highlight from a rebuild of the tree
         self.selection = sel
         self._update_detail()
         if sel.kind == "run" and sel.run is not None:
@@ -637,8 +642,8 @@ class ReplayScreen(InvestigationScreen):
         Binding("right", "step(1)", "event ▶", id="replay.forward", tooltip="One event on"),
         Binding("left_square_bracket", "flag(-1)", "⚑ prev", id="replay.flag_back", key_display="[", tooltip="The previous flagged event"),
         Binding("right_square_bracket", "flag(1)", "⚑ next", id="replay.flag_forward", key_display="]", tooltip="The next flagged event"),
-        Binding("home", "jump(0)", "first", id="replay.first", show=False),
-        Binding("end", "jump(-1)", "last", id="replay.last", show=False),
+        Binding("home", "jump(0)", "first", id="replay.first", show=False, priority=True),
+        Binding("end", "jump(-1)", "last", id="replay.last", show=False, priority=True),
         Binding("slash", "search", "search", id="search", key_display="/"),
         Binding("e", "export", "export", id="export", show=False),
         Binding("o", "focus_output", "output", id="focus_output", show=False),

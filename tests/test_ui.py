@@ -1,0 +1,262 @@
+"""The terminal UI through Textual's Pilot, against real session files and the local target:
+run a probe and read its output, the retest question, search in a 100,000-line run, folded
+noise, a remedy's diff and its apply, replay at event k."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input, OptionList, Static, Tree
+from ui_sessions import make_workspace, recorded_hunt
+
+from app.tui import OutputView, SleuthApp
+from app.tui.dialogs import ConfirmDialog, RemedyDialog, RetestDialog
+from sessions import Investigation
+
+SIZE = (140, 48)
+
+
+def tree_nodes(app: SleuthApp) -> list:
+    tree = app.screen.query_one(Tree)
+    out, stack = [], list(tree.root.children)
+    while stack:
+        node = stack.pop(0)
+        out.append(node)
+        stack[:0] = list(node.children)
+    return out
+
+
+def node_for(app: SleuthApp, kind: str, ident: str, hypothesis: str | None = None):
+    for node in tree_nodes(app):
+        sel = node.data
+        if sel is not None and sel.kind == kind and sel.id == ident and (hypothesis is None or sel.hypothesis == hypothesis):
+            return node
+    raise AssertionError(f"no {kind} {ident} in the tree")
+
+
+async def select(pilot, kind: str, ident: str, hypothesis: str | None = None) -> None:
+    app = pilot.app
+    node = node_for(app, kind, ident, hypothesis)
+    node.parent.expand() if node.parent is not None else None
+    await pilot.pause()
+    tree = app.screen.query_one(Tree)
+    tree.move_cursor(node_for(app, kind, ident, hypothesis))
+    await pilot.pause()
+
+
+def text_of(app: SleuthApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+async def settle(pilot, timeout: float = 120.0) -> None:
+    """Until no worker (a run, the fold scan, a search) is pending or running."""
+    import time
+
+    from textual.worker import WorkerState
+
+    end = time.monotonic() + timeout
+    while any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in pilot.app.workers):
+        assert time.monotonic() < end, "workers still running"
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+wait_runs = settle
+
+
+@pytest.fixture
+def ws(tmp_path: Path):
+    ws = make_workspace(tmp_path / "proj")
+    inv = ws.create("ui test")
+    inv.add_symptom("fx-trace-error")
+    inv.close()
+    return ws
+
+
+async def test_run_a_probe_see_output_and_classification_then_the_retest_question(ws):
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "probe", "cache-inventory", "cache-invalidation")
+        await pilot.press("r")
+        await wait_runs(pilot)
+        st = app.inv.state
+        assert list(st.runs) == [1] and st.runs[1].classification == "completed"
+        header = text_of(app, "#run-header")
+        assert "RUN #1 cache-inventory on local" in header and "completed" in header
+        assert "▸ result" in text_of(app, "#pinned")
+        shown = app.screen.query_one(OutputView).visible_text()
+        assert any(line.startswith("⟨record⟩ ") and '"kind": "result"' in line for line in shown)
+        timeline = app.screen.query_one("#timeline", OptionList)
+        assert "#1 cache-inventory" in str(timeline.get_option_at_index(timeline.option_count - 1).prompt)
+        assert st.evidence["cache-invalidation"][0]["run"] == 1  # the run gave evidence
+
+        # the same probe again, nothing changed: the modal says which run it repeats
+        await select(pilot, "probe", "cache-inventory", "cache-invalidation")
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, RetestDialog)
+        body = str(app.screen.query_one("#dialog-body", Static).render())
+        assert "This repeats #1 (cache-inventory on local" in body and "#1 cache-inventory: completed" in body
+        await pilot.press("n")
+        await pilot.pause()
+        assert len(app.inv.state.runs) == 1
+        declined = [e.data for e in app.inv.store.events() if e.kind == "flag.raised" and e.data.get("declined")]
+        assert declined and declined[0]["earlier"] == 1 and "not run again" in declined[0]["message"]
+
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, RetestDialog)
+        await pilot.press("y")
+        await wait_runs(pilot)
+        st = app.inv.state
+        assert st.runs[2].retest_of == 1 and st.runs[2].classification == "completed"
+        # flagged twice: the same check in the same state, and a hypothesis refuted in that state
+        assert {f.kind for f in st.flags if f.run == 2} == {"circular-retest", "revisit"}
+        assert "⚑ circular-retest" in "".join(
+            str(timeline.get_option_at_index(i).prompt) for i in range(timeline.option_count)
+        )
+
+
+async def test_search_finds_a_line_in_a_100000_line_run(ws):
+    with ws.open() as inv:
+        start = inv.begin_run("compile-race", {"n": 1}, "local")
+        cap = inv.capture(start.run)
+        for i in range(100_000):
+            cap.write("stdout" if i % 7 else "stderr", f"line {i:06d} {'needle' if i == 98_765 else 'hay'}\n".encode())
+        cap.close()
+        inv.finish_run(start.run, "completed", "ok", [{"kind": "done"}], None, cap.lines)
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.screen.query_one(OutputView)
+        assert view.total == 100_000
+        view.focus()
+        await pilot.press("slash")
+        await pilot.pause()
+        box = app.screen.query_one("#search-input", Input)
+        assert box.has_focus
+        await pilot.press(*"needle", "enter")
+        await settle(pilot)
+        await pilot.pause()
+        number, _ = view.outline.at_row(view.cursor)
+        assert number == 98_765
+        assert any("line 098765 needle" in line for line in view.visible_text())
+        # n wraps to the same, only hit; N goes back to it too
+        await pilot.press("n")
+        await settle(pilot)
+        await pilot.pause()
+        assert view.outline.at_row(view.cursor)[0] == 98_765
+        # the stderr filter renumbers: line 98,765 is stderr (every 7th) — its stderr index
+        await pilot.press("s")  # stdout only
+        await pilot.pause()
+        assert view.stream == "stdout" and view.total == 100_000 - 100_000 // 7 - 1
+
+
+async def test_folded_noise_opens_on_enter(tmp_path: Path):
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    app = SleuthApp.live(ws, path)
+    async with app.run_test(size=SIZE) as pilot:
+        app.screen.show_output(1)
+        await settle(pilot)
+        await pilot.pause()
+        view = app.screen.query_one(OutputView)
+        shown = view.visible_text()
+        assert "▸ [+] 19 lines of JSON/config: LlamaConfig {   ⏎ open" in shown
+        warn = [line for line in shown if "×50" in line]
+        assert warn and "UserWarning: flex_attention called without torch.compile() (+1 line)  ×50" in warn[0]
+        assert view.rows == view.total - 18 - 99
+        assert "folded" in text_of(app, "#run-header")
+        view.focus()
+        view.cursor = shown.index("▸ [+] 19 lines of JSON/config: LlamaConfig {   ⏎ open")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert '  "hidden_size": 4096,' in view.visible_text()
+        assert view.rows == view.total - 99
+
+
+async def test_remedy_preview_shows_the_diff_and_apply_changes_file_and_graph(ws):
+    model = ws.root / "drafter" / "model.py"
+    before = model.read_bytes()
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "remedy", "lock", "compile-race")
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, RemedyDialog)
+        diff = app.screen.diff
+        assert "+compiled_flex = _sleuth_serialized(torch.compile(flex_attention, dynamic=False))" in diff
+        assert "drafter/model.py" in str(app.screen.query_one("#dialog-title").render())
+        await pilot.press("a")
+        await pilot.pause()
+        assert model.read_bytes() != before and b"_sleuth_serialized" in model.read_bytes()
+        [application] = app.inv.state.applications.values()
+        assert application.remedy == "lock" and application.hypothesis == "compile-race" and application.active
+        assert "applied #1" in str(node_for(app, "remedy", "lock", "compile-race").label)
+        assert any("remedy lock #1 applied" in str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options)
+        # and back: f on the applied remedy offers revert
+        await select(pilot, "remedy", "lock", "compile-race")
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, RemedyDialog) and app.screen.can_revert
+        await pilot.press("v")
+        await pilot.pause()
+        assert model.read_bytes() == before
+        assert not app.inv.state.applications[1].active
+
+
+async def test_apply_offers_to_rerun_the_supporting_probe(tmp_path: Path):
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    app = SleuthApp.live(ws, path)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "hypothesis", "compile-race")
+        assert "next:     apply lock  [f]" in text_of(app, "#detail")
+        await pilot.press("f")
+        await pilot.pause()
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog)
+        assert "Re-run #1 compile-race to verify the lock?" in str(app.screen.query_one("#dialog-body", Static).render())
+        await pilot.press("n")
+        await pilot.pause()
+        assert "re-run #1 compile-race under lock to verify" in text_of(app, "#detail")
+
+
+async def test_replay_at_event_k_shows_the_graph_of_the_first_k_events(tmp_path: Path):
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    with Investigation.replay(path) as full:
+        total = full.store.event_count()
+        flags = [e.seq for e in full.store.events() if e.kind == "flag.raised"]
+    k = flags[0] - 1  # just before the circular retest was flagged
+    app = SleuthApp.replay(path, at=k, workspace=ws)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        with Investigation.replay(path, k) as then:
+            assert screen.state.snapshot() == then.state.snapshot()
+            assert "version drift" in str(node_for(app, "hypothesis", "version-drift").label)
+            label = str(node_for(app, "hypothesis", "version-drift").label)
+            assert ("✓" in label) == (then.state.status("version-drift") == "refuted")
+        assert f"event {k} of {total}" in text_of(app, "#scrubber")
+        assert not any(f.kind == "circular-retest" for f in screen.state.flags)
+        await pilot.press("]")
+        await pilot.pause()
+        assert screen.at == flags[0] and "⚑" in text_of(app, "#scrubber")
+        assert [f.kind for f in screen.state.flags] == ["circular-retest"]
+        await pilot.press("left", "left")
+        await pilot.pause()
+        assert screen.at == flags[0] - 2
+        with Investigation.replay(path, flags[0] - 2) as then:
+            assert screen.state.snapshot() == then.state.snapshot()
+        # output views show only runs that existed then
+        await pilot.press("home")
+        await pilot.pause()
+        assert screen.at == 0 and screen.shown_run is None
+        await pilot.press("end")
+        await pilot.pause()
+        assert screen.at == total and screen.shown_run == max(screen.state.runs)
+        # read-only: r does nothing to the file
+        await pilot.press("r")
+        with Investigation.replay(path) as after:
+            assert after.store.event_count() == total
