@@ -12,6 +12,7 @@ from pathlib import Path
 from conftest import env_state
 
 from hypotheses import load_catalog
+from probes import builtin_probes
 from sessions import Investigation, Workspace, dump_export, import_session
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drafter"
@@ -90,8 +91,9 @@ def recorded_hunt(path: Path) -> Path:
     _run(inv, "env-fingerprint", ["torch 2.11.0+cu128", "triton 3.5.0"], [{"kind": "result", **fp}], s)
     inv.mark_baseline(2)
     checked = {**fp, "has_baseline": True}
+    params = {**builtin_probes()["env-fingerprint"].params, "baseline_run": 2}  # as the UI's request has them
     for _ in range(2):  # the second is a circular retest of the first
-        _run(inv, "env-fingerprint", ["torch 2.11.0+cu128", "triton 3.5.0"], [{"kind": "result", **checked}], s, params={"baseline_run": 2})
+        _run(inv, "env-fingerprint", ["torch 2.11.0+cu128", "triton 3.5.0"], [{"kind": "result", **checked}], s, params=params)
     _run(inv, "cache-inventory", ["inductor: 12 entries"], [{"kind": "result", "cold": False, "keys_match": True, "entries": 12}], s)
     inv.add_note("the fingerprint matches the baseline: not drift", about="version-drift")
     doc = inv.export_json()

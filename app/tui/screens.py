@@ -388,8 +388,9 @@ class InvestigationScreen(Screen):
         if not check.flagged:
             self._run_worker(request, False)
             return
-        parts = [self.inv.describe_retest(check)] if check.retest_of else []
-        parts += [f"{h} was refuted in this same state" for h in check.revisits]
+        parts = [self.inv.describe_retest(check, now=self.app.clock())] if check.retest_of else []
+        parts += [f"{h} was refuted in this same state, and nothing new has been learned since" for h in check.revisits]
+        message = "; ".join(parts)
         earlier = ""
         if check.retest_of is not None:
             e = check.retest_of
@@ -404,7 +405,7 @@ class InvestigationScreen(Screen):
                 self.notify("not run; the declined retest is in the timeline")
                 self.refresh_all()
 
-        self.app.push_screen(RetestDialog("This repeats " + "; ".join(parts).removeprefix("this repeats "), earlier), answer)
+        self.app.push_screen(RetestDialog(message[:1].upper() + message[1:], earlier), answer)
 
     @work(group="runs")
     async def _run_worker(self, request: Any, force: bool) -> None:
@@ -637,6 +638,7 @@ class ReplayScreen(InvestigationScreen):
     """The investigation as it stood at event k; ←/→ step, [ / ] jump between flags."""
 
     READONLY = True
+    inherit_bindings = False  # no run / remedy / add keys here
     BINDINGS = [
         Binding("left", "step(-1)", "◀ event", id="replay.back", tooltip="One event back"),
         Binding("right", "step(1)", "event ▶", id="replay.forward", tooltip="One event on"),
@@ -648,6 +650,8 @@ class ReplayScreen(InvestigationScreen):
         Binding("e", "export", "export", id="export", show=False),
         Binding("o", "focus_output", "output", id="focus_output", show=False),
         Binding("q", "app.quit", "quit", id="quit"),
+        Binding("tab", "app.focus_next", "next pane", show=False),
+        Binding("shift+tab", "app.focus_previous", "previous pane", show=False),
     ]
 
     def __init__(self, events: list[Event], at: int | None = None, hint: str | None = None) -> None:
