@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -39,6 +40,14 @@ args = ["--steps", "6"]
 """
 
 
+HINT = (
+    "Guided demo — ↑/↓ move in the tree.  1) On ▷ compile-race press r: the drafter races (about a minute).  "
+    "2) On ▷ env-fingerprint press r, then b to make it the baseline, then r again: no drift.  "
+    "3) r once more with nothing changed: sleuth asks before a circular retest.  "
+    "4) On ✚ lock press f, a to apply, y to re-run the reproduction.  5) e writes postmortem.md; q quits."
+)
+
+
 class DemoError(RuntimeError):
     pass
 
@@ -65,17 +74,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     inv.add_symptom("fx-trace-error")
     print(f"demo in {directory}: the example drafter is in drafter/, the investigation in {inv.path.name}")
     if not args.auto:
-        print(
-            "\nThe terminal UI is not built yet. Run the whole investigation headless with\n"
-            f"  sleuth demo --auto {args.dir}\nor step by step, in {directory}:\n"
-            "  sleuth probe run compile-race --param entry=drafter/train.py --param trials=1\n"
-            "  sleuth probe run env-fingerprint && sleuth baseline '#2' && sleuth probe run env-fingerprint\n"
-            "  sleuth probe run cache-inventory\n"
-            "  sleuth remedy preview lock drafter/model.py && sleuth remedy apply lock drafter/model.py\n"
-            "  sleuth probe run compile-race --param entry=drafter/train.py --param trials=1\n"
-            "  sleuth hypotheses && sleuth export -o postmortem.md"
-        )
         inv.close()
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            print(
+                "\nNot at a terminal, so the UI is not opened. Open it with\n"
+                f"  cd {directory} && sleuth\nor run the whole investigation headless with\n  sleuth demo --auto {args.dir}"
+            )
+            return 0
+        from .tui import SleuthApp
+
+        os.chdir(directory)  # the probes' entry paths are relative to the demo directory
+        SleuthApp.live(Workspace(directory), hint=HINT).run()
         return 0
     started = time.monotonic()
     config = load_config(ws.config_path)
