@@ -152,24 +152,38 @@ class Outline:
         self._rows: list[int] = []  # row of each collapsed fold
         self._hidden: list[int] = []  # lines hidden before each collapsed fold
         self._collapsed: list[Fold] = []
+        self._collapsed_starts: list[int] = []
+        self._hidden_total = 0
 
     def add(self, folds: Iterable[Fold]) -> None:
-        new = list(folds)
+        new = sorted(folds, key=lambda f: f.start)
         if not new:
             return
-        self.folds.extend(new)
-        self.folds.sort(key=lambda f: f.start)
-        self._starts = [f.start for f in self.folds]
-        self._reindex()
+        if self.folds and new[0].start < self.folds[-1].end:
+            self.folds = sorted(self.folds + new, key=lambda f: f.start)
+            self._starts = [f.start for f in self.folds]
+            self._reindex()
+            return
+        # the usual case, a scan moving forward: extend the indexes, no rebuild
+        for f in new:
+            self.folds.append(f)
+            self._starts.append(f.start)
+            self._collapsed.append(f)
+            self._collapsed_starts.append(f.start)
+            self._rows.append(f.start - self._hidden_total)
+            self._hidden.append(self._hidden_total)
+            self._hidden_total += f.size - 1
 
     def _reindex(self) -> None:
         self._collapsed = [f for f in self.folds if f.start not in self.expanded]
+        self._collapsed_starts = [f.start for f in self._collapsed]
         self._rows, self._hidden = [], []
         hidden = 0
         for f in self._collapsed:
             self._rows.append(f.start - hidden)
             self._hidden.append(hidden)
             hidden += f.size - 1
+        self._hidden_total = hidden
 
     def fold_at(self, line: int) -> Fold | None:
         """The fold that holds *line*, open or not."""
@@ -191,8 +205,8 @@ class Outline:
         return False
 
     def rows(self, total_lines: int) -> int:
-        hidden = sum(f.size - 1 for f in self._collapsed if f.end <= total_lines)
-        return max(total_lines - hidden, 0)
+        """Rows for *total_lines* lines (folds only ever cover lines already seen)."""
+        return max(total_lines - self._hidden_total, 0)
 
     def at_row(self, row: int) -> tuple[int, Fold | None]:
         """(line, fold) shown at *row*: fold is set when the row is a collapsed fold."""
@@ -206,7 +220,7 @@ class Outline:
 
     def row_of(self, line: int) -> int:
         """The row that shows *line* (the fold's row if a collapsed fold hides it)."""
-        i = bisect.bisect_right([f.start for f in self._collapsed], line) - 1
+        i = bisect.bisect_right(self._collapsed_starts, line) - 1
         if i < 0:
             return line
         f = self._collapsed[i]
@@ -217,7 +231,7 @@ class Outline:
 
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 _FRAME = re.compile(r'^\s+File "[^"]*", line \d+')
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|$)")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Failed|Timeout)\b(?::|$)")
 _ERRORISH = re.compile(r"\b(?:ERROR|FATAL|FAILED|Error:|error:|CUDA error|Segmentation fault|Killed)\b")
 _WARNING = re.compile(r"\b\w*Warning\b|\bWARNING\b|\bwarn\(")
 
