@@ -32,7 +32,8 @@ __all__ = ["OutputView"]
 
 BLOCK = 256  # lines read from the store at a time
 CACHE_BLOCKS = 64  # at most this many blocks kept: memory does not grow with the run
-SCAN_BLOCK = 20_000  # lines per step of the fold scan
+SCAN_BLOCK = 2_000  # lines per step of the fold scan (~20 ms of the GIL)
+QUIET_S = 0.4  # the scan waits this long after the user's last move, search or switch
 
 STYLES = {
     "error": Style(color="red", bold=True),
@@ -91,12 +92,21 @@ class OutputView(ScrollView, can_focus=True):
         self._cache: OrderedDict[int, list[OutputLine]] = OrderedDict()
         self._width = 0
         self._session: Path | None = None
+        self._quiet_until = 0.0
+        self._searching = False
+        self.painted_at = 0.0  # perf_counter() when the last row on screen was last rendered (bench/viewer.py)
+
+    def _touch(self) -> None:
+        """The user did something: the fold scan yields the interpreter for a moment, so the
+        screen answers at once (scan and UI share one GIL)."""
+        self._quiet_until = time.monotonic() + QUIET_S
 
     # ---------------------------------------------------------------- what is shown
 
     def show_run(self, store: Store | None, run: int | None, stream: str | None = None) -> None:
         """Show *run* from *store* (None: nothing). Starts the fold scan for it."""
         self.workers.cancel_group(self, "outline")
+        self._touch()
         self.store, self.run, self.stream = store, run, stream
         self._session = store.path if store is not None else None
         self._cache.clear()
@@ -214,6 +224,8 @@ class OutputView(ScrollView, can_focus=True):
         strip = strip.extend_cell_length(width)
         if row == self.cursor and self.has_focus:
             strip = strip.apply_style(CURSOR_STYLE)
+        if y == self.size.height - 1 or row == self.rows - 1:
+            self.painted_at = time.perf_counter()
         return strip.apply_style(self.rich_style)
 
     # ---------------------------------------------------------------- folds
@@ -232,6 +244,8 @@ class OutputView(ScrollView, can_focus=True):
                 # a live run's last line may still grow: leave it for the next round
                 ready = total if summary["complete"] else max(total - 1, 0)
                 while detector.fed < ready and not worker.is_cancelled:
+                    while (self._searching or time.monotonic() < self._quiet_until) and not worker.is_cancelled:
+                        time.sleep(0.05)
                     count = min(SCAN_BLOCK, ready - detector.fed)
                     texts = [display_text(ln.text)[0] for ln in ro.lines(run, detector.fed, count, stream=stream)]
                     if not texts:
@@ -276,10 +290,12 @@ class OutputView(ScrollView, can_focus=True):
     # ---------------------------------------------------------------- moving
 
     def action_cursor(self, delta: int) -> None:
+        self._touch()
         self.cursor = max(0, min(self.rows - 1, self.cursor + delta))
         self._reveal()
 
     def action_cursor_to(self, row: int) -> None:
+        self._touch()
         self.cursor = self.rows - 1 if row < 0 else row
         self._reveal()
 
@@ -293,6 +309,7 @@ class OutputView(ScrollView, can_focus=True):
         self.refresh()
 
     def watch_scroll_y(self, old: float, new: float) -> None:
+        self._touch()
         super().watch_scroll_y(old, new)
         self.follow = new >= self.max_scroll_y
         if self.follow:
@@ -321,6 +338,8 @@ class OutputView(ScrollView, can_focus=True):
         self.term = term
         self.refresh()
         if term and self._session is not None and self.run is not None:
+            self._touch()
+            self._searching = True
             start = self.outline.at_row(self.cursor)[0]
             self._find(self._session, self.run, self.stream, term, start, backwards)
 
@@ -333,6 +352,16 @@ class OutputView(ScrollView, can_focus=True):
     @work(thread=True, group="search", exclusive=True)
     def _find(self, session: Path, run: int, stream: str | None, term: str, start: int, backwards: bool) -> None:
         ignore_case = term.islower()
+        try:
+            line, wrapped = self._find_in(session, run, stream, term, start, backwards, ignore_case)
+        finally:
+            self._searching = False
+        self.app.call_from_thread(self._found, run, term, line, wrapped)
+
+    @staticmethod
+    def _find_in(
+        session: Path, run: int, stream: str | None, term: str, start: int, backwards: bool, ignore_case: bool
+    ) -> tuple[int | None, bool]:
         with Store.open(session, readonly=True) as ro:
             if backwards:
                 line = ro.find(run, term, start, stream=stream, backwards=True, ignore_case=ignore_case)
@@ -344,9 +373,11 @@ class OutputView(ScrollView, can_focus=True):
                 wrapped = line is None
                 if wrapped:
                     line = ro.find(run, term, 0, stream=stream, ignore_case=ignore_case)
-        self.app.call_from_thread(self._found, run, term, line, wrapped)
+        return line, wrapped
 
     def _found(self, run: int, term: str, line: int | None, wrapped: bool) -> None:
+        self._searching = False
+        self._touch()
         if run != self.run:
             return
         self.hit_line = line
