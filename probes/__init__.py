@@ -6,6 +6,7 @@ Imports nothing from hypotheses/, sessions/ or app/.
 
 from __future__ import annotations
 
+from .agent import AGENT_VERSION, Agent, AgentError, AgentPool
 from .catalog import ProbeDef, ProbeError, builtin_probes, probe_from_file
 from .classify import CLASSIFICATIONS, RunFacts, classify
 from .config import CONTAINER_KINDS, TEMPLATE, Config, ConfigError, Container, Target, load_config
@@ -15,6 +16,10 @@ from .runner import OutputSink, RunOutcome, chain_for, execute
 from .transport import ExitInfo, SshPool, TransportError, run_chain, split_host
 
 __all__ = [
+    "AGENT_VERSION",
+    "Agent",
+    "AgentError",
+    "AgentPool",
     "CD_SCRIPT",
     "CLASSIFICATIONS",
     "CONTAINER_KINDS",

@@ -36,6 +36,7 @@ class ProbeDef:
     cost: float = 1.0
     needs: tuple[str, ...] = ()  # e.g. ("torch",)
     baseline: bool = False  # sessions passes the target's baseline result as params["baseline"]
+    fork: bool = False  # safe to run forked from a warm agent (no CUDA, no process-global state)
 
     @property
     def source(self) -> str:
@@ -67,6 +68,7 @@ def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
         cost=float(meta.get("cost", 1.0)),
         needs=tuple(meta.get("needs", ())),
         baseline=bool(meta.get("baseline", False)),
+        fork=bool(meta.get("fork", False)),
     )
 
 

@@ -36,6 +36,7 @@ class ProgramSpec:
     shell: str = ""
     code_dir: str | None = None
     quiet: bool = True
+    fork: bool = False  # the probe may run forked from a warm agent (its PROBE says "fork": True)
 
 
 def build_program(spec: ProgramSpec, nonce: str) -> bytes:

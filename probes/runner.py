@@ -6,13 +6,16 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .classify import RunFacts, classify
 from .config import Target
 from .hops import HopChain
 from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
 from .transport import SshPool, run_chain
+
+if TYPE_CHECKING:
+    from .agent import AgentPool
 
 __all__ = ["OutputSink", "RunOutcome", "execute", "chain_for"]
 
@@ -40,6 +43,7 @@ class RunOutcome:
     seconds: float
     failed_hop: int | None = None
     nonce: str = ""
+    via: str = ""  # "via agent pid N (fork)", or why there was no agent
     facts: RunFacts = field(default_factory=RunFacts, repr=False)
 
 
@@ -61,8 +65,10 @@ async def execute(
     timeout: float | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     on_output: Callable[[str, bytes], None] | None = None,
+    agents: AgentPool | None = None,
 ) -> RunOutcome:
-    """Run *spec* on *target*; every byte goes to *sink* as it arrives."""
+    """Run *spec* on *target*; every byte goes to *sink* as it arrives. With *agents*, it
+    runs in a child of the target's resident agent (started on first use)."""
     nonce = new_nonce()
     if spec.code_dir is None and code_dir(target):
         spec = ProgramSpec(**{**spec.__dict__, "code_dir": code_dir(target)})
@@ -103,7 +109,10 @@ async def execute(
 
     tick = asyncio.ensure_future(ticker())
     try:
-        exit = await run_chain(chain_for(target), program, output, pool=pool, cancel=cancel, timeout=timeout)
+        if agents is not None:
+            exit = await agents.run(chain_for(target), program, output, cancel=cancel, timeout=timeout, fork=spec.fork)
+        else:
+            exit = await run_chain(chain_for(target), program, output, pool=pool, cancel=cancel, timeout=timeout)
     finally:
         tick.cancel()
     for rec in parser.finish():
@@ -134,6 +143,8 @@ async def execute(
         seconds=exit.seconds,
     )
     classification, reason = classify(facts)
+    if exit.note.startswith("no agent"):
+        reason += f"; {exit.note}"
     state = next(({k: v for k, v in r.items() if k != "kind"} for r in records if r["kind"] == "state"), None)
     return RunOutcome(
         classification=classification,
@@ -147,5 +158,6 @@ async def execute(
         seconds=exit.seconds,
         failed_hop=exit.failed_hop,
         nonce=nonce,
+        via=exit.note,
         facts=facts,
     )

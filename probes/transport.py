@@ -57,6 +57,7 @@ class ExitInfo:
     transport_error: str | None = None
     failed_hop: int | None = None
     seconds: float = 0.0
+    note: str = ""  # how it ran, when that is worth saying (the agent, or why not)
 
 
 def split_host(spec: str, user: str | None = None, port: int | None = None) -> tuple[str, str | None, int | None]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hypotheses import PreRunCheck
-from probes import ProgramSpec, RunOutcome, SshPool, Target, execute
+from probes import AgentPool, ProgramSpec, RunOutcome, SshPool, Target, execute
 from probes.catalog import ProbeDef
 
 from .investigation import Investigation
@@ -77,7 +77,7 @@ def request_for_probe(inv: Investigation, probe: ProbeDef, target: Target, param
         if base is not None and isinstance(base.result.get("fingerprint"), dict):
             runtime["baseline"] = base.result["fingerprint"]
             merged["baseline_run"] = base.id
-    spec = ProgramSpec(probe=probe.id, source=probe.source, filename=str(probe.path.name), params=runtime)
+    spec = ProgramSpec(probe=probe.id, source=probe.source, filename=str(probe.path.name), params=runtime, fork=probe.fork)
     kind = "probe" if probe.path.parent.name == "scripts" else "script"
     name = probe.id if kind == "probe" else f"script:{probe.path.name}"
     return RunRequest(name, kind, spec, merged, probe.timeout)
@@ -95,6 +95,7 @@ async def run_probe(
     *,
     force: bool = False,
     pool: SshPool | None = None,
+    agents: AgentPool | None = None,
     cancel: asyncio.Event | None = None,
     timeout: float | None = None,
     on_output: Callable[[str, bytes], None] | None = None,
@@ -118,6 +119,7 @@ async def run_probe(
             request.spec,
             capture,
             pool=pool,
+            agents=agents,
             cancel=cancel,
             timeout=timeout or request.timeout,
             on_output=on_output,

@@ -2,6 +2,7 @@
 and whether they were written by the torch that is installed now."""
 
 PROBE = {
+    "fork": True,  # reads state only: safe to fork from a warm agent
     "id": "cache-inventory",
     "title": "compile caches: locations, sizes, entries, newest entries, torch/triton keys",
     "timeout": 120,

@@ -2,6 +2,7 @@
 variables — diffed against the target's baseline when one is marked."""
 
 PROBE = {
+    "fork": True,  # reads state only: safe to fork from a warm agent
     "id": "env-fingerprint",
     "title": "environment fingerprint (torch / CUDA / triton / driver), diffed against the baseline",
     "timeout": 120,

@@ -1,6 +1,7 @@
 """What the far end sees: argv, environment (secrets redacted), user, host, cwd, interpreter."""
 
 PROBE = {
+    "fork": True,  # reads state only: safe to fork from a warm agent
     "id": "target-check",
     "title": "round-trip argv and environment through every hop",
     "timeout": 30,

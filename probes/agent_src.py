@@ -1,0 +1,248 @@
+# sleuth's resident probe agent. Not imported: sleuth sends this text, length-prefixed, to a
+# constant loader (`python -c "<BOOT>"`, probes/agent.py) through the target's hop chain, and
+# then speaks frames with it over the same stdin/stdout. Standard library only, Python 3.8+,
+# single-threaded (it forks).
+#
+# Frames, both ways: 4-byte big-endian length, 1 type byte, 4-byte run id, payload.
+#   to the agent:   R run (JSON: program as latin-1 text, fork)   C cancel   H health
+#                   W warm (JSON: modules to import, for forked runs)   Q quit
+#   from the agent: V hello (JSON)   S started (JSON pid, how)   O stdout bytes   E stderr bytes
+#                   X exit (JSON)   h health (JSON)   w warmed (JSON)
+#                   F a request it could not carry out (JSON)
+# A probe's own output travels inside O/E frames and can never be read as a frame.
+#
+# The agent ends, killing every child's process group, when its stdin reaches EOF or its
+# stdout breaks (the connection went). Each child runs the prelude, whose watchdog kills the
+# child's whole group when the reader of its stdout (this agent) goes, so nothing outlives
+# the agent even if it is killed outright. (Not a parent-death signal: that would kill the
+# child before its watchdog could take the grandchildren with it.)
+import hashlib as _hashlib
+import json as _json
+import os as _os
+import selectors as _selectors
+import signal as _signal
+import struct as _struct
+import sys as _sys
+import time as _time
+
+_HEAD = _struct.Struct(">IBI")
+
+
+def _agent_main(source_hash):
+    out_fd = 1
+    in_fd = 0
+    children = {}  # run id -> dict(pid, fds, how, started)
+    fds = {}  # fd -> (run id, stream letter)
+    sel = _selectors.DefaultSelector()
+    started = _time.time()
+    _os.set_blocking(in_fd, False)
+
+    def send(kind, run, payload=b""):
+        if isinstance(payload, (dict, list)):
+            payload = _json.dumps(payload).encode()
+        frame = _HEAD.pack(len(payload) + 5, ord(kind), run) + payload
+        view = memoryview(frame)
+        while view:
+            try:
+                view = view[_os.write(out_fd, view):]
+            except BlockingIOError:
+                _time.sleep(0.01)
+            except (BrokenPipeError, OSError):
+                shutdown(3)
+
+    def kill_all():
+        for child in list(children.values()):
+            try:
+                _os.killpg(child["pid"], _signal.SIGKILL)
+            except OSError:
+                pass
+
+    def shutdown(code):
+        kill_all()
+        _os._exit(code)
+
+    warmed = []
+
+    def warm(modules):
+        t = _time.time()
+        failed = {}
+        for name in modules:
+            if name in warmed:
+                continue
+            try:
+                module = __import__(name)
+                if name == "platform":
+                    module.platform()  # caches uname for every forked child
+                warmed.append(name)
+            except Exception as exc:
+                failed[name] = "%s: %s" % (type(exc).__name__, exc)
+        return {"warm": warmed, "failed": failed, "seconds": round(_time.time() - t, 3)}
+
+    def cuda_initialised():
+        torch = _sys.modules.get("torch")
+        try:
+            return bool(torch is not None and torch.cuda.is_initialized())
+        except Exception:
+            return True  # cannot tell: do not fork
+
+    def start(run, request):
+        program = request["program"].encode("latin-1")
+        want_fork = bool(request.get("fork")) and hasattr(_os, "fork")
+        how = "fork" if want_fork and not cuda_initialised() else "fresh"
+        in_r, in_w = _os.pipe()
+        out_r, out_w = _os.pipe()
+        err_r, err_w = _os.pipe()
+        pid = _os.fork()
+        if pid == 0:  # the child
+            try:
+                _os.setsid()
+                try:
+                    sel.close()  # the agent's epoll fd
+                except Exception:
+                    pass
+                _os.dup2(in_r, 0)
+                _os.dup2(out_w, 1)
+                _os.dup2(err_w, 2)
+                for fd in (in_r, in_w, out_r, out_w, err_r, err_w, *fds):  # other runs' pipes too
+                    try:
+                        _os.close(fd)
+                    except OSError:
+                        pass
+                if how == "fresh":
+                    _os.execv(_sys.executable, [_sys.executable, "-"])
+                # fork: run the program here, with what the agent imported already loaded
+                _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+                _sys.stdin = open(0, "r", closefd=False)
+                _sys.stdout = open(1, "w", buffering=1, closefd=False)
+                _sys.stderr = open(2, "w", buffering=1, closefd=False)
+                _sys.argv = ["-"]
+                code = 0
+                try:
+                    exec(compile(program, "<stdin>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                except BaseException:
+                    import traceback
+
+                    traceback.print_exc()
+                    code = 1
+                for stream in (_sys.stdout, _sys.stderr):
+                    try:
+                        stream.flush()
+                    except Exception:
+                        pass
+                _os._exit(code)
+            except BaseException:
+                _os._exit(127)
+        for fd in (in_r, out_w, err_w):
+            _os.close(fd)
+        if how == "fresh":
+            # the program goes on the fresh interpreter's stdin, as `python -` wants it
+            view = memoryview(program)
+            while view:
+                try:
+                    view = view[_os.write(in_w, view):]
+                except BrokenPipeError:
+                    break
+        _os.close(in_w)
+        for fd, letter in ((out_r, "O"), (err_r, "E")):
+            _os.set_blocking(fd, False)
+            fds[fd] = (run, letter)
+            sel.register(fd, _selectors.EVENT_READ, "child")
+        children[run] = {"pid": pid, "open": 2, "how": how, "started": _time.time()}
+        send("S", run, {"pid": pid, "how": how})
+
+    def reap(run):
+        child = children.get(run)
+        if child is None or child["open"]:
+            return
+        _, status = _os.waitpid(child["pid"], 0)
+        del children[run]
+        info = {"seconds": round(_time.time() - child["started"], 6), "how": child["how"]}
+        if _os.WIFSIGNALED(status):
+            info["signal"] = _signal.Signals(_os.WTERMSIG(status)).name
+        else:
+            info["exit_status"] = _os.WEXITSTATUS(status)
+        if child.get("cancelled"):
+            info["cancelled"] = True
+        send("X", run, info)
+
+    def health():
+        return {
+            "pid": _os.getpid(),
+            "version": source_hash,
+            "uptime": round(_time.time() - started, 3),
+            "python": _sys.version.split()[0],
+            "executable": _sys.executable,
+            "warm": warmed,
+            "children": {str(r): {"pid": c["pid"], "how": c["how"]} for r, c in children.items()},
+            "load": list(_os.getloadavg()) if hasattr(_os, "getloadavg") else None,
+        }
+
+    buffer = bytearray()
+
+    def handle(kind, run, payload):
+        if kind == "R":
+            if run in children:
+                send("F", run, {"error": "run %d is already going" % run})
+                return
+            try:
+                start(run, _json.loads(payload.decode()))
+            except Exception as exc:
+                send("F", run, {"error": "could not start the probe: %s" % exc})
+        elif kind == "C":
+            child = children.get(run)
+            if child is not None:
+                child["cancelled"] = True
+                try:
+                    _os.killpg(child["pid"], _signal.SIGKILL)
+                except OSError:
+                    pass
+        elif kind == "H":
+            send("h", run, health())
+        elif kind == "W":
+            send("w", run, warm(_json.loads(payload.decode()).get("modules", [])))
+        elif kind == "Q":
+            shutdown(0)
+
+    sel.register(in_fd, _selectors.EVENT_READ, "control")
+    _signal.signal(_signal.SIGHUP, lambda *a: shutdown(129))
+    _signal.signal(_signal.SIGTERM, lambda *a: shutdown(143))
+    send("V", 0, health())
+    while True:
+        for key, _ in sel.select(1.0):
+            fd = key.fd
+            if key.data == "control":
+                try:
+                    data = _os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    shutdown(0)  # our stdin is gone: the client or its connection went
+                buffer.extend(data)
+                while len(buffer) >= 4:
+                    (length,) = _struct.unpack(">I", bytes(buffer[:4]))
+                    if len(buffer) < 4 + length:
+                        break
+                    kind, run = chr(buffer[4]), _struct.unpack(">I", bytes(buffer[5:9]))[0]
+                    payload = bytes(buffer[9 : 4 + length])
+                    del buffer[: 4 + length]
+                    handle(kind, run, payload)
+                continue
+            run, letter = fds[fd]
+            try:
+                data = _os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if data:
+                send(letter, run, data)
+                continue
+            sel.unregister(fd)
+            _os.close(fd)
+            del fds[fd]
+            children[run]["open"] -= 1
+            reap(run)
+
+
+def _agent_boot(source):
+    _agent_main(_hashlib.sha256(source).hexdigest()[:16])
