@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from probes import builtin_probes, load_config
+from probes import AgentPool, builtin_probes, load_config
 from sessions import (
     CircularRetest,
     Workspace,
@@ -95,7 +95,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     async def run(probe: str, params: dict, force: bool = False):
         req = request_for_probe(inv, probes[probe], target, config.params_for(probe, params))
-        report = await run_probe(inv, target, req, force=force)
+        report = await run_probe(inv, target, req, force=force, agents=agents)
         data = report.to_json(inv)
         verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
         verdicts += [
@@ -108,7 +108,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"    run #{data['run_id']} {probe}: {data['classification']} in {data['seconds']:.1f} s — {verdicts}")
         return report
 
+    agents = AgentPool(warm=("torch",))  # one resident agent runs every probe of the demo
+
     async def hunt() -> None:
+        try:
+            await steps()
+        finally:
+            await agents.close()
+
+    async def steps() -> None:
         _say(1, "Reproduce: the drafter with 4 threads and cold caches, and a single-thread control")
         await run("compile-race", {})
         _say(2, "Version drift? Fingerprint the environment, mark it as the baseline, check against it")

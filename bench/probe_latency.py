@@ -12,8 +12,15 @@ python -`` at the far end, so only the transport differs:
 Capture: 200 MB of output lines from the far end into a real session store (chunks and
 line index), vs ``ssh gpu … > file`` with OpenSSH.
 
+The resident agent (issue 7): the same trivial probe through one agent kept up at the far
+end (forked from it, and as a fresh interpreter), eight at once, and ``env-fingerprint``
+warm (forked from an agent that has imported torch) vs cold (a fresh interpreter that
+imports it) — with the target's python set to this interpreter, which has torch.
+
     python bench/probe_latency.py [--runs 15] [--megabytes 200] [--json]
 Goals (issue 3): ≥ 4× faster than a fresh ssh -J; within 1.1× of ControlMaster; capture ≥ 0.7× raw.
+Goals (issue 7): agent round trip ≤ 0.1× ControlMaster's; eight in parallel ≤ 2× one;
+warm fingerprint ≤ 0.1× cold.
 """
 
 from __future__ import annotations
@@ -35,7 +42,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from sshd_harness import SshHarness  # noqa: E402
 
-from probes import HopChain, ProgramSpec, SshPool, build_program, execute, new_nonce, run_chain  # noqa: E402
+from probes import (  # noqa: E402
+    AgentPool,
+    HopChain,
+    ProgramSpec,
+    SshPool,
+    build_program,
+    builtin_probes,
+    execute,
+    new_nonce,
+    run_chain,
+)
 from sessions import Redactor, Store  # noqa: E402
 
 TRIVIAL = "emit('result', ok=True)\n"
@@ -82,6 +99,16 @@ def main() -> None:
     print(f"{'  sleuth into the session store':<52} {r['sleuth_mb_s']:>8.1f}")
     print(f"{'  capture_vs_raw = sleuth / raw':<52} {r['capture_vs_raw']:>8.2f}×  (goal ≥ 0.7)")
     print(f"{'  (then the deferred WAL checkpoint, seconds)':<52} {r['checkpoint_after_s']:>8.2f}")
+    print(f"{'the resident agent (median)':<52} {'seconds':>8}")
+    print(f"{'  trivial probe, forked from the agent':<52} {r['agent_s']:>8.4f}")
+    print(f"{'  trivial probe, fresh interpreter under the agent':<52} {r['agent_fresh_s']:>8.4f}")
+    print(f"{'  agent_vs_controlmaster = agent / ControlMaster':<52} {r['agent_vs_controlmaster']:>8.3f}×  (goal ≤ 0.1)")
+    print(f"{'  eight trivial probes at once':<52} {r['agent_parallel8_s']:>8.4f}")
+    print(f"{'  agent_parallel8_vs_one':<52} {r['agent_parallel8_vs_one']:>8.2f}×  (goal ≤ 2)")
+    print(f"{'  env-fingerprint cold (fresh python imports torch)':<52} {r['fingerprint_cold_s']:>8.3f}")
+    print(f"{'  env-fingerprint warm (forked, torch imported)':<52} {r['fingerprint_warm_s']:>8.3f}")
+    print(f"{'  warm_vs_cold_fingerprint':<52} {r['warm_vs_cold_fingerprint']:>8.3f}×  (goal ≤ 0.1)")
+    print(f"{'  (the agent start, then importing torch in it)':<52} {r['agent_start_s']:.3f} / {r['agent_warm_torch_s']:.3f}")
 
 
 def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
@@ -167,6 +194,7 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     store.close()  # the deferred WAL checkpoint (fsyncs every byte), not on the capture path
     t_checkpoint = time.perf_counter() - t0
+    agent_figures = loop.run_until_complete(measure_agent(h, args.runs))
     loop.run_until_complete(pool.close())
     loop.close()
     raw_mb_s = raw_bytes / t_raw / 1e6
@@ -188,6 +216,66 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
         "sleuth_true_s": round(t_sleuth_true, 4),
         "stored_bytes": stored,
         "raw_bytes": raw_bytes,
+        **agent_figures,
+        "agent_vs_controlmaster": round(agent_figures["agent_s"] / t_cm, 4),
+    }
+
+
+async def measure_agent(h: SshHarness, runs: int) -> dict:
+    class Null:
+        def write(self, stream: str, data: bytes) -> None:
+            pass
+
+        def flush(self) -> None:
+            pass
+
+    async def median(make, n: int) -> float:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await make()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    target = h.target(python=sys.executable)  # this interpreter has torch, for the fingerprint
+    agents = AgentPool()
+    try:
+        t0 = time.perf_counter()
+        agent = await agents.get(target)
+        start_s = time.perf_counter() - t0
+        trivial = ProgramSpec(probe="trivial", source=TRIVIAL, fork=True)
+        fresh = ProgramSpec(probe="trivial", source=TRIVIAL)
+
+        async def one(spec=trivial) -> None:
+            out = await execute(target, spec, Null(), agents=agents)
+            assert out.classification == "completed", out.reason
+
+        await one()
+        t_one = await median(one, runs)
+        t_fresh = await median(lambda: one(fresh), runs)
+        t_eight = await median(lambda: asyncio.gather(*(one() for _ in range(8))), max(runs // 2, 3))
+
+        fp = builtin_probes()["env-fingerprint"]
+        cold_spec = ProgramSpec(probe=fp.id, source=fp.source, filename=fp.path.name, params=dict(fp.params))
+        warm_spec = ProgramSpec(**{**cold_spec.__dict__, "fork": True})
+        t0 = time.perf_counter()
+        warmed = await agent.warm(["torch"])
+        warm_torch_s = time.perf_counter() - t0
+        assert "torch" in warmed["warm"], warmed
+        t_cold = await median(lambda: one(cold_spec), max(runs // 3, 3))
+        t_warm = await median(lambda: one(warm_spec), max(runs // 3, 3))
+    finally:
+        await agents.close()
+    return {
+        "agent_start_s": round(start_s, 4),
+        "agent_s": round(t_one, 4),
+        "agent_fresh_s": round(t_fresh, 4),
+        "agent_parallel8_s": round(t_eight, 4),
+        "agent_parallel8_vs_one": round(t_eight / t_one, 3),
+        "agent_warm_torch_s": round(warm_torch_s, 3),
+        "fingerprint_cold_s": round(t_cold, 4),
+        "fingerprint_warm_s": round(t_warm, 4),
+        "warm_vs_cold_fingerprint": round(t_warm / t_cold, 4),
     }
 
 

@@ -85,10 +85,24 @@ def _agent_main(source_hash):
         except Exception:
             return True  # cannot tell: do not fork
 
+    compiled = {}  # the program's unchanging head (the prelude) -> its code object
+
+    def split(program):
+        # Compile the prelude once, in the agent, so a forked child only compiles the last line.
+        at = program.rfind(b"\n_sleuth_main(")
+        if at < 0:
+            return None, compile(program, "<stdin>", "exec")
+        head = program[:at]
+        key = _hashlib.sha256(head).digest()
+        if key not in compiled:
+            compiled[key] = compile(head, "<stdin>", "exec")
+        return compiled[key], compile(b"\n" * head.count(b"\n") + program[at:], "<stdin>", "exec")
+
     def start(run, request):
         program = request["program"].encode("latin-1")
         want_fork = bool(request.get("fork")) and hasattr(_os, "fork")
         how = "fork" if want_fork and not cuda_initialised() else "fresh"
+        codes = split(program) if how == "fork" else None
         in_r, in_w = _os.pipe()
         out_r, out_w = _os.pipe()
         err_r, err_w = _os.pipe()
@@ -118,7 +132,10 @@ def _agent_main(source_hash):
                 _sys.argv = ["-"]
                 code = 0
                 try:
-                    exec(compile(program, "<stdin>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+                    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+                    for code_object in codes:
+                        if code_object is not None:
+                            exec(code_object, namespace)
                 except SystemExit as exc:
                     code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
                 except BaseException:

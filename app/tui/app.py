@@ -11,7 +11,7 @@ from pathlib import Path
 from textual.app import App
 from textual.command import Hit, Hits, Provider
 
-from probes import Config, SshPool, builtin_probes, load_config
+from probes import AgentPool, Config, SshPool, builtin_probes, load_config
 from sessions import Investigation, Store, Workspace
 
 from .screens import InvestigationScreen, ReplayScreen
@@ -69,6 +69,8 @@ class SleuthApp(App):
         self.target = config.target(target)
         self.clock = clock
         self.pool = SshPool()
+        # probes run through one resident agent per target (started by the first run)
+        self.agents = AgentPool(self.pool, warm=("torch",))
         self._replaying = replaying
         self._replay_at = replay_at
         self._hint = hint
@@ -93,5 +95,5 @@ class SleuthApp(App):
             self.push_screen(InvestigationScreen(hint=self._hint))
 
     async def on_unmount(self) -> None:
-        await self.pool.close()
+        await self.agents.close()  # and the ssh connections
         self.inv.close()

@@ -420,7 +420,8 @@ class InvestigationScreen(Screen):
 
         try:
             report = await run_probe(
-                self.inv, target, request, force=force, cancel=self._cancel, pool=self.app.pool, on_start=started
+                self.inv, target, request, force=force, cancel=self._cancel, pool=self.app.pool,
+                agents=self.app.agents, on_start=started,
             )
         except CircularRetest as flag:  # another writer ran it meanwhile
             self.notify(f"circular retest: {flag}", severity="warning")
