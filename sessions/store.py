@@ -323,12 +323,24 @@ class Store:
             (*args, start),
         ).fetchone()
         first_seq = anchor[0] if anchor else 0
-        order, cmp = ("DESC", "<=") if backwards else ("ASC", ">=")
-        rows = self.conn.execute(
-            f"SELECT seq, stream, {col}, nlines, starts_mid, data FROM chunks WHERE run = ?{where} AND seq {cmp} ? "
-            f"ORDER BY seq {order}",
-            (*args, first_seq),
-        )
+        if backwards:
+            # From the last chunk: a chunk after the anchor starts lines past *start*, but its
+            # head (up to its first newline) may continue a line before it, so those heads are
+            # read too (only them: SQLite cuts the blob at the newline).
+            rows = self.conn.execute(
+                f"SELECT seq, stream, {col}, nlines, starts_mid, "
+                "CASE WHEN seq <= ? OR starts_mid = 0 THEN data "
+                "     WHEN instr(data, x'0a') = 0 THEN data "
+                "     ELSE substr(data, 1, max(instr(data, x'0a'), ?)) END "
+                f"FROM chunks WHERE run = ?{where} ORDER BY seq DESC",
+                (first_seq, len(want), *args),
+            )
+        else:
+            rows = self.conn.execute(
+                f"SELECT seq, stream, {col}, nlines, starts_mid, data FROM chunks WHERE run = ?{where} AND seq >= ? "
+                "ORDER BY seq",
+                (*args, first_seq),
+            )
         fold = bytes.lower if ignore_case else bytes
 
         def opened_before(seq: int, s: int) -> int:
@@ -371,34 +383,50 @@ class Store:
                         offer(line)
                         break
                     pos = data.rfind(want, 0, pos + len(want) - 1) if pos else -1
-                newer.pop(s, None)
-                if starts_mid and keep:
-                    newer[s] = data[:keep]
+                if keep:  # the stream's next bytes after this chunk's start (may span chunks)
+                    newer[s] = (data + newer.get(s, b""))[:keep]
             return best
         keep = len(want) - 1
+        # Chunks come in arrival order, but a later chunk can continue a line that opened
+        # earlier (a lower number): keep the lowest hit, and stop once no stream has a line
+        # open that is lower than it.
         open_line: dict[int, int] = {}  # stream -> its line still open where its last chunk ended
-        tail: dict[int, bytes] = {}  # stream -> that chunk's last bytes, for a hit across chunks
-        for seq, s, line0, nlines, starts_mid, blob in rows:
+        tail: dict[int, bytes] = {}  # stream -> its last bytes, for a hit across chunks
+        streams = [STREAMS.index(stream)] if stream is not None else [0, 1]
+        for s in streams:  # what each stream had open just before the anchor
+            prev = self.conn.execute(
+                f"SELECT seq, {col}, nlines, substr(data, -?) FROM chunks WHERE run = ? AND stream = ? AND seq < ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (max(keep, 1), run, s, first_seq),
+            ).fetchone()
+            if prev is not None and not bytes(prev[3]).endswith(b"\n"):
+                open_line[s] = prev[1] + prev[2] - 1 if prev[2] else opened_before(prev[0] + 1, s)
+                tail[s] = fold(bytes(prev[3]))[-keep:] if keep else b""
+        best: int | None = None
+        for _seq, s, line0, nlines, starts_mid, blob in rows:
             data = fold(bytes(blob))
-            carried = open_line[s] if s in open_line else opened_before(seq, s) if starts_mid else -1
-            if starts_mid and keep and s in tail:  # a hit that starts in the previous chunk
+            carried = open_line.get(s, -1) if starts_mid else -1
+            if starts_mid and keep and s in tail:  # a hit that starts in an earlier chunk
                 joined = tail[s] + data[:keep]
                 pos = joined.find(want)
-                if pos != -1 and pos < len(tail[s]) and b"\n" not in joined[: pos + len(want)] and carried >= start:
-                    return carried
+                if pos != -1 and pos < len(tail[s]) and carried >= start:
+                    best = carried if best is None else min(best, carried)
             pos = data.find(want)
             while pos != -1:
                 line = _line_at(data, pos, line0, bool(starts_mid), carried)
-                if line >= start:
-                    return line
+                if line >= start:  # lines rise through a chunk: the first one here is its lowest
+                    best = line if best is None else min(best, line)
+                    break
                 pos = data.find(want, pos + 1)
             if data.endswith(b"\n"):
                 open_line.pop(s, None)
                 tail.pop(s, None)
             else:
                 open_line[s] = line0 + nlines - 1 if nlines else carried
-                tail[s] = data[-keep:] if keep else b""
-        return None
+                tail[s] = (tail.get(s, b"") + data)[-keep:] if keep else b""  # may span chunks
+            if best is not None and all(n >= best for n in open_line.values()):
+                break
+        return best
 
 
 def _line_at(data: bytes, pos: int, line0: int, starts_mid: bool, carried: int) -> int:

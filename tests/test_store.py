@@ -162,7 +162,7 @@ def test_secrets_never_reach_the_store(tmp_path):
         assert event.data["note"] == "tok=<redacted:HF_TOKEN>"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     pieces=st.lists(
         st.tuples(st.sampled_from(["stdout", "stderr"]), st.text(alphabet="ab\nX", min_size=1, max_size=12)),
