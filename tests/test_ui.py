@@ -111,8 +111,11 @@ async def test_run_a_probe_see_output_and_classification_then_the_retest_questio
         await wait_runs(pilot)
         st = app.inv.state
         assert st.runs[2].retest_of == 1 and st.runs[2].classification == "completed"
-        # flagged twice: the same check in the same state, and a hypothesis refuted in that state
-        assert {f.kind for f in st.flags if f.run == 2} == {"circular-retest", "revisit"}
+        # the same check in the same state; and a revisit too where run #1 refuted the hypothesis
+        # (it does when this machine's compile caches are warm, not on a fresh one)
+        refuted_first = any(e["verdict"] == "refutes" for e in st.evidence["cache-invalidation"] if e["run"] == 1)
+        expected = {"circular-retest", "revisit"} if refuted_first else {"circular-retest"}
+        assert {f.kind for f in st.flags if f.run == 2} == expected
         assert "⚑ circular-retest" in "".join(
             str(timeline.get_option_at_index(i).prompt) for i in range(timeline.option_count)
         )
