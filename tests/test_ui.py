@@ -259,7 +259,9 @@ async def test_replay_at_event_k_shows_the_graph_of_the_first_k_events(tmp_path:
         await pilot.press("end")
         await pilot.pause()
         assert screen.at == total and screen.shown_run == max(screen.state.runs)
-        # read-only: r does nothing to the file
+        # read-only: no run, remedy or add keys; r does nothing to the file
+        keys = set(screen._bindings.key_to_bindings)
+        assert not keys & {"r", "x", "f", "a", "t", "b"} and {"left", "right", "left_square_bracket"} <= keys
         await pilot.press("r")
         with Investigation.replay(path) as after:
             assert after.store.event_count() == total

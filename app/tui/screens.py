@@ -635,14 +635,13 @@ class InvestigationScreen(Screen):
         return out
 
 
-class ReplayScreen(InvestigationScreen):
+class ReplayScreen(InvestigationScreen, inherit_bindings=False):  # no run / remedy / add keys here
     """The investigation as it stood at event k; ←/→ step, [ / ] jump between flags."""
 
     READONLY = True
-    inherit_bindings = False  # no run / remedy / add keys here
     BINDINGS = [
-        Binding("left", "step(-1)", "◀ event", id="replay.back", tooltip="One event back"),
-        Binding("right", "step(1)", "event ▶", id="replay.forward", tooltip="One event on"),
+        Binding("left", "step(-1)", "◀ event", id="replay.back", tooltip="One event back", priority=True),
+        Binding("right", "step(1)", "event ▶", id="replay.forward", tooltip="One event on", priority=True),
         Binding("left_square_bracket", "flag(-1)", "⚑ prev", id="replay.flag_back", key_display="[", tooltip="The previous flagged event"),
         Binding("right_square_bracket", "flag(1)", "⚑ next", id="replay.flag_forward", key_display="]", tooltip="The next flagged event"),
         Binding("home", "jump(0)", "first", id="replay.first", show=False, priority=True),
