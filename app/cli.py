@@ -252,6 +252,15 @@ def _run_number(text: str) -> int:
     return int(digits)
 
 
+def _title_of(doc: object) -> str | None:
+    """The investigation's title in an export, if it has one (for the new file's name)."""
+    events = doc.get("events") if isinstance(doc, dict) else None
+    for e in events if isinstance(events, list) else []:
+        if isinstance(e, dict) and e.get("kind") == "investigation.created" and isinstance(e.get("data"), dict):
+            return e["data"].get("title")
+    return None
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     source = Path(args.file)
     try:
@@ -266,20 +275,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         if dest.exists():
             raise UsageError(f"{dest}: already exists; choose another -o or remove it")
     else:
-        title = (
-            next(
-                (
-                    e["data"].get("title")
-                    for e in doc.get("events", [])
-                    if isinstance(e, dict)
-                    and e.get("kind") == "investigation.created"
-                    and isinstance(e.get("data"), dict)
-                ),
-                None,
-            )
-            if isinstance(doc, dict)
-            else None
-        )
+        title = _title_of(doc)
         dest = ws.new_path(f"imported {title or source.stem}")
     try:
         import_session(doc, dest, source=str(source))

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hypotheses import InvestigationState
+from hypotheses import Event, InvestigationState
 
 from .redact import Redactor
 from .store import SCHEMA_VERSION, STREAMS, Store
@@ -143,9 +143,7 @@ def import_session(doc: Any, path: Path | str, source: str = "<json>", redactor:
     return Path(path)
 
 
-def _events(doc: dict[str, Any]) -> Iterator[Any]:
-    from hypotheses import Event
-
+def _events(doc: dict[str, Any]) -> Iterator[Event]:
     for e in doc["events"]:
         yield Event(int(e["seq"]), float(e["ts"]), e["kind"], e["data"])
 

@@ -31,6 +31,8 @@ from hypotheses import (
     state_key_of_parts,
 )
 
+from .exchange import export_session
+from .postmortem import postmortem_markdown
 from .redact import Redactor
 from .store import CaptureWriter, Store
 
@@ -420,12 +422,8 @@ class Investigation:
 
     def export_json(self) -> dict[str, Any]:
         """The whole session: events and captured output, secrets already redacted."""
-        from .exchange import export_session
-
         return export_session(self.store, self.state.last_seq)
 
     def to_markdown(self, outputs: dict[int, str] | None = None) -> str:
         """The postmortem (see :mod:`sessions.postmortem`); *outputs* maps runs to links."""
-        from .postmortem import postmortem_markdown
-
         return postmortem_markdown(self.state, outputs)
