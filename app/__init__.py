@@ -1,4 +1,4 @@
-"""sleuth's front ends: the command line and (later) the Textual UI. Nothing imports app/."""
+"""sleuth's front ends: the command line and the Textual UI (app/tui/). Nothing imports app/."""
 
 from __future__ import annotations
 

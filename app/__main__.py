@@ -1,4 +1,4 @@
-"""`python -m app` runs the sleuth command line."""
+"""`python -m sleuth.app` runs the sleuth command line."""
 
 import sys
 

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hypotheses import CatalogError
-from probes import TEMPLATE, ConfigError, load_config
-from sessions import (
+from sleuth import __version__
+from sleuth.hypotheses import CatalogError
+from sleuth.probes import TEMPLATE, ConfigError, load_config
+from sleuth.sessions import (
     ExchangeError,
     Investigation,
     InvestigationError,
@@ -311,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
         "probes on the real target, every byte of output, circular-retest warnings, remedies, replay.",
     )
     parser.set_defaults(func=cmd_ui)
+    parser.add_argument("--version", action="version", version=f"sleuth {__version__}")
     parser.add_argument("--session", metavar="PATH", help=argparse.SUPPRESS)
     parser.add_argument("--target", default="local", help="target of the investigation screen (default: local)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

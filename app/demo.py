@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from probes import AgentPool, builtin_probes, load_config
-from sessions import (
+from sleuth.probes import AgentPool, builtin_probes, load_config
+from sleuth.sessions import (
     CircularRetest,
     Workspace,
     apply_remedy,

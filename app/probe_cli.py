@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from probes import ProbeError, build_program, builtin_probes, load_config, new_nonce, probe_from_file
-from probes.runner import chain_for
-from sessions import CircularRetest, Investigation, Workspace, request_for_probe, request_for_shell, run_probe
+from sleuth.probes import ProbeError, build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from sleuth.probes.runner import chain_for
+from sleuth.sessions import CircularRetest, Investigation, Workspace, request_for_probe, request_for_shell, run_probe
 
 __all__ = ["add_probe_commands"]
 
@@ -125,7 +125,7 @@ def cmd_target_show(args: argparse.Namespace) -> int:
         if args.probe and args.probe not in probes:
             raise ProbeUsageError(f"unknown probe {args.probe!r}; probes: {', '.join(probes)}")
         pid = args.probe or "target-check"
-        from probes import ProgramSpec
+        from sleuth.probes import ProgramSpec
 
         program = build_program(ProgramSpec(probe=pid, source=probes[pid].source), new_nonce())
         note = f"the program on stdin: prelude + probe {pid} ({len(program):,} bytes, never quoted)"

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from probes import load_config
-from probes.remedies import REMEDIES
-from sessions import (
+from sleuth.probes import load_config
+from sleuth.probes.remedies import REMEDIES
+from sleuth.sessions import (
     RemedyError,
     Workspace,
     apply_remedy,

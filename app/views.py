@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.text import Text
 
-from hypotheses import InvestigationState
+from sleuth.hypotheses import InvestigationState
 
 __all__ = [
     "GLYPHS",

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypotheses import (  # noqa: E402
+from sleuth.hypotheses import (  # noqa: E402
     Event,
     InvestigationState,
     check_key,
@@ -37,7 +37,7 @@ from hypotheses import (  # noqa: E402
     load_catalog,
     state_key_of_parts,
 )
-from sessions import Redactor, Store  # noqa: E402
+from sleuth.sessions import Redactor, Store  # noqa: E402
 
 PROBES = ["compile-race", "env-fingerprint", "cache-inventory", "dense-fallback", "fx-trace-state"]
 

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from sshd_harness import SshHarness  # noqa: E402
 
-from probes import (  # noqa: E402
+from sleuth.probes import (  # noqa: E402
     AgentPool,
     HopChain,
     ProgramSpec,
@@ -53,7 +53,7 @@ from probes import (  # noqa: E402
     new_nonce,
     run_chain,
 )
-from sessions import Redactor, Store  # noqa: E402
+from sleuth.sessions import Redactor, Store  # noqa: E402
 
 TRIVIAL = "emit('result', ok=True)\n"
 

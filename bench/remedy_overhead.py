@@ -38,10 +38,10 @@ def prepare(out: Path, device: str) -> None:
     sys.path.insert(0, str(ROOT))
     import asyncio
 
-    from probes import ProgramSpec, execute, load_config
-    from probes.catalog import builtin_probes
-    from probes.remedies.lock import LOCK_HELPER, lock_transform
-    from probes.remedies.precompile import precompile_transform
+    from sleuth.probes import ProgramSpec, execute, load_config
+    from sleuth.probes.catalog import builtin_probes
+    from sleuth.probes.remedies.lock import LOCK_HELPER, lock_transform
+    from sleuth.probes.remedies.precompile import precompile_transform
 
     src = ROOT / "examples" / "drafter"
     for name in ("original", "lock", "precompile"):

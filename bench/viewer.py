@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypotheses import load_catalog  # noqa: E402
-from sessions import Investigation, Redactor, Workspace  # noqa: E402
+from sleuth.hypotheses import load_catalog  # noqa: E402
+from sleuth.sessions import Investigation, Redactor, Workspace  # noqa: E402
 
 NEEDLE = "RuntimeError: Detected that you are using FX"
 
@@ -86,7 +86,7 @@ def grep_seconds(text_file: Path, repeat: int = 3) -> float:
 async def measure_viewer(root: Path, session: Path, run: int, total: int, needle_at: int) -> dict[str, float]:
     from textual.worker import WorkerState
 
-    from app.tui import OutputView, SleuthApp
+    from sleuth.app.tui import OutputView, SleuthApp
 
     async def settle(pilot, group: str) -> None:
         while any(w.group == group and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in pilot.app.workers):

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hypotheses import Event, InvestigationState
+from sleuth.hypotheses import Event, InvestigationState
 
 from .redact import Redactor
 from .store import SCHEMA_VERSION, STREAMS, Store

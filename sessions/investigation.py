@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypotheses import (
+from sleuth.hypotheses import (
     LINK_KINDS,
     Catalog,
     HypothesisDef,

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hypotheses import InvestigationState
+from sleuth.hypotheses import InvestigationState
 
 __all__ = ["postmortem_markdown", "write_postmortem"]
 

@@ -8,9 +8,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from probes import SshPool, Target, TransportError
-from probes.remedies import RemedyError, RemedyPlan, apply_plan, preview, revert_file
-from probes.remote_files import ORIGINAL_SUFFIX, read_file, remote_path, write_file
+from sleuth.probes import SshPool, Target, TransportError
+from sleuth.probes.remedies import RemedyError, RemedyPlan, apply_plan, preview, revert_file
+from sleuth.probes.remote_files import ORIGINAL_SUFFIX, read_file, remote_path, write_file
 
 from .investigation import Investigation, InvestigationError
 

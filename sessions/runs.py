@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypotheses import PreRunCheck
-from probes import AgentPool, ProgramSpec, RunOutcome, SshPool, Target, execute
-from probes.catalog import ProbeDef
+from sleuth.hypotheses import PreRunCheck
+from sleuth.probes import AgentPool, ProgramSpec, RunOutcome, SshPool, Target, execute
+from sleuth.probes.catalog import ProbeDef
 
 from .investigation import Investigation
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypotheses import Event
+from sleuth.hypotheses import Event
 
 from .redact import Redactor
 

@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from hypotheses import Catalog, load_catalog
+from sleuth.hypotheses import Catalog, load_catalog
 
 from .investigation import Investigation, InvestigationError
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from hypotheses import load_catalog
-from sessions import Investigation
+from sleuth.hypotheses import load_catalog
+from sleuth.sessions import Investigation
 
 
 def env_state(torch: str = "2.11.0+cu128", code: str = "c0", cache_entries: int = 12, **extra: Any) -> dict[str, Any]:

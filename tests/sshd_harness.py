@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from probes import Container, Target
+from sleuth.probes import Container, Target
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from test_transport import Sink, far_processes, probe, run, wait_gone
 
-from probes import AGENT_VERSION, AgentPool, HopChain, execute, load_config, run_chain
-from probes.agent import AGENT_SOURCE
+from sleuth.probes import AGENT_VERSION, AgentPool, HopChain, execute, load_config, run_chain
+from sleuth.probes.agent import AGENT_SOURCE
 
 AGENT_MARK = "_agent_boot"  # in the agent's argv (the constant loader)
 
@@ -191,7 +191,7 @@ def test_client_killed_leaves_nothing_at_the_far_end(sshd, tmp_path: Path):
             f"""
             import asyncio, sys
             sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-            from probes import AgentPool, Container, ProgramSpec, Target, execute
+            from sleuth.probes import AgentPool, Container, ProgramSpec, Target, execute
 
             class Sink:
                 def write(self, s, d):

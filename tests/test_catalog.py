@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hypotheses import CatalogError, load_catalog
+from sleuth.hypotheses import CatalogError, load_catalog
 
 
 def test_builtin_catalog_has_the_four_hypotheses_and_refinements():

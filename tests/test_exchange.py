@@ -13,8 +13,8 @@ from conftest import env_state, record_run
 from mermaid_check import assert_valid_flowchart, mermaid_blocks
 from test_cli import sleuth
 
-from probes import load_config
-from sessions import (
+from sleuth.probes import load_config
+from sleuth.sessions import (
     Investigation,
     dump_export,
     import_session,

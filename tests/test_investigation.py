@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import env_state, record_run
 
-from hypotheses import InvestigationState
-from sessions import Investigation
+from sleuth.hypotheses import InvestigationState
+from sleuth.sessions import Investigation
 
 RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37, "errors_total": 37, "control_fx_trace_errors": 0}
 RACE_CLEAN = {**RACE_FAIL, "fx_trace_errors": 0, "errors_total": 0}

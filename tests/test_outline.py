@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
+from sleuth.app.outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
 
 
 def detect(lines: list[str], block: int = 7) -> list[Fold]:

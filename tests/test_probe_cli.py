@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_cli import sleuth
 
-from probes import ConfigError, load_config
+from sleuth.probes import ConfigError, load_config
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_good_config_parses_every_key(tmp_path):
     t = load_config(path).target("ct200")
     assert t.jump == ("bastion", "edge:2222") and t.container.kind == "pct" and t.container.id == "200"
     assert t.code_remote == "/root/dflash" and t.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-    from probes import HopChain
+    from sleuth.probes import HopChain
 
     chain = HopChain.python(t)
     assert chain.far_argv == [

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from probes.remedies import RemedyError, apply_plan, preview, revert_file
-from probes.remedies.lock import lock_transform
+from sleuth.probes.remedies import RemedyError, apply_plan, preview, revert_file
+from sleuth.probes.remedies.lock import lock_transform
 
 
 def lock(src: str) -> tuple[str, list]:

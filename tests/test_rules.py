@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hypotheses import MissingField, RuleError, compile_rule
+from sleuth.hypotheses import MissingField, RuleError, compile_rule
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ from test_ui import select, settle
 from textual.widgets import Tree
 from ui_sessions import T0, make_workspace, recorded_hunt
 
-from app.tui import OutputView, SleuthApp
-from hypotheses import InvestigationState
+from sleuth.app.tui import OutputView, SleuthApp
+from sleuth.hypotheses import InvestigationState
 
 SIZE = (130, 44)
 

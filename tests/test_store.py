@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions import Redactor, Store, StoreError
+from sleuth.sessions import Redactor, Store, StoreError
 
 
 def test_sigkill_mid_append_leaves_every_committed_event(tmp_path):
@@ -23,7 +23,7 @@ def test_sigkill_mid_append_leaves_every_committed_event(tmp_path):
     writer = textwrap.dedent(
         f"""
         import sys
-        from sessions import Store
+        from sleuth.sessions import Store
         store = Store.open({str(path)!r})
         i = 0
         while True:

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes import HopChain, ProgramSpec, SshPool, execute, run_chain
-from sessions import Investigation, Redactor, request_for_shell, run_probe
+from sleuth.probes import HopChain, ProgramSpec, SshPool, execute, run_chain
+from sleuth.sessions import Investigation, Redactor, request_for_shell, run_probe
 
 
 class Sink:
@@ -127,7 +127,7 @@ def remote_inv(tmp_path, catalog):
 def test_result_after_10000_config_lines_is_found_and_every_line_kept(sshd, remote_inv):
     target = sshd.target()
     src = CONFIG_DUMP + "emit('result', fx_flag_seen=True, threads=4)\n"
-    from sessions import RunRequest
+    from sleuth.sessions import RunRequest
 
     req = RunRequest("config-dump", "script", probe(src), {})
     report = run(run_probe(remote_inv, target, req))
@@ -144,7 +144,7 @@ def test_result_after_10000_config_lines_is_found_and_every_line_kept(sshd, remo
 
 
 def test_same_probe_dying_before_done_says_why(sshd, remote_inv):
-    from sessions import RunRequest
+    from sleuth.sessions import RunRequest
 
     src = CONFIG_DUMP + "import os, sys\nsys.stdout.flush()\nprint('CUDA error: an illegal memory access', file=sys.stderr, flush=True)\nos._exit(1)\n"
     report = run(run_probe(remote_inv, sshd.target(), RunRequest("config-dump", "script", probe(src), {})))
@@ -275,8 +275,8 @@ def test_sshd_killed_mid_run_is_transport_and_leaves_no_process(tmp_path_factory
 def test_transport_failure_is_never_evidence(sshd, remote_inv):
     from sshd_harness import free_port
 
-    from probes import builtin_probes
-    from sessions import request_for_probe
+    from sleuth.probes import builtin_probes
+    from sleuth.sessions import request_for_probe
 
     target = sshd.target(jump=False, port=free_port())
     req = request_for_probe(remote_inv, builtin_probes()["cache-inventory"], target, {})

@@ -10,9 +10,9 @@ import pytest
 from textual.widgets import Input, OptionList, Static, Tree
 from ui_sessions import make_workspace, recorded_hunt
 
-from app.tui import OutputView, SleuthApp
-from app.tui.dialogs import ConfirmDialog, RemedyDialog, RetestDialog
-from sessions import Investigation
+from sleuth.app.tui import OutputView, SleuthApp
+from sleuth.app.tui.dialogs import ConfirmDialog, RemedyDialog, RetestDialog
+from sleuth.sessions import Investigation
 
 SIZE = (140, 48)
 

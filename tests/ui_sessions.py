@@ -11,9 +11,9 @@ from pathlib import Path
 
 from conftest import env_state
 
-from hypotheses import load_catalog
-from probes import builtin_probes
-from sessions import Investigation, Workspace, dump_export, import_session
+from sleuth.hypotheses import load_catalog
+from sleuth.probes import builtin_probes
+from sleuth.sessions import Investigation, Workspace, dump_export, import_session
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drafter"
 T0 = 1_790_000_000.0

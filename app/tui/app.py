@@ -11,8 +11,8 @@ from pathlib import Path
 from textual.app import App
 from textual.command import Hit, Hits, Provider
 
-from probes import AgentPool, Config, SshPool, builtin_probes, load_config
-from sessions import Investigation, Store, Workspace
+from sleuth.probes import AgentPool, Config, SshPool, builtin_probes, load_config
+from sleuth.sessions import Investigation, Store, Workspace
 
 from .screens import InvestigationScreen, ReplayScreen
 

@@ -24,7 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
 
-from sessions import OutputLine, Store
+from sleuth.sessions import OutputLine, Store
 
 from ..outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
 

@@ -23,9 +23,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
-from hypotheses import Event, InvestigationState
-from probes.remedies import RemedyError, preview
-from sessions import (
+from sleuth.hypotheses import Event, InvestigationState
+from sleuth.probes.remedies import RemedyError, preview
+from sleuth.sessions import (
     CircularRetest,
     Investigation,
     InvestigationError,
