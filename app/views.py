@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-
 from sleuth.hypotheses import InvestigationState
 
 __all__ = [

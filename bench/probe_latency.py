@@ -40,8 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from sshd_harness import SshHarness  # noqa: E402
-
 from sleuth.probes import (  # noqa: E402
     AgentPool,
     HopChain,
@@ -54,6 +52,7 @@ from sleuth.probes import (  # noqa: E402
     run_chain,
 )
 from sleuth.sessions import Redactor, Store  # noqa: E402
+from sshd_harness import SshHarness  # noqa: E402
 
 TRIVIAL = "emit('result', ok=True)\n"
 

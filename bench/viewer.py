@@ -84,9 +84,8 @@ def grep_seconds(text_file: Path, repeat: int = 3) -> float:
 
 
 async def measure_viewer(root: Path, session: Path, run: int, total: int, needle_at: int) -> dict[str, float]:
-    from textual.worker import WorkerState
-
     from sleuth.app.tui import OutputView, SleuthApp
+    from textual.worker import WorkerState
 
     async def settle(pilot, group: str) -> None:
         while any(w.group == group and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in pilot.app.workers):

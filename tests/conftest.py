@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from sleuth.hypotheses import load_catalog
 from sleuth.sessions import Investigation
 

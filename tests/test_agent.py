@@ -17,10 +17,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_transport import Sink, far_processes, probe, run, wait_gone
-
 from sleuth.probes import AGENT_VERSION, AgentPool, HopChain, execute, load_config, run_chain
 from sleuth.probes.agent import AGENT_SOURCE
+from test_transport import Sink, far_processes, probe, run, wait_gone
 
 AGENT_MARK = "_agent_boot"  # in the agent's argv (the constant loader)
 

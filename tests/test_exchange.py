@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from conftest import env_state, record_run
 from mermaid_check import assert_valid_flowchart, mermaid_blocks
-from test_cli import sleuth
-
 from sleuth.probes import load_config
 from sleuth.sessions import (
     Investigation,
@@ -23,6 +21,7 @@ from sleuth.sessions import (
     run_probe,
     write_postmortem,
 )
+from test_cli import sleuth
 
 SECRET = "Zq9-not-a-real-token-8f3e1c"  # no known token shape: only the env-var name gives it away
 HF_SHAPED = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123"

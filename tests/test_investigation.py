@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from conftest import env_state, record_run
-
 from sleuth.hypotheses import InvestigationState
 from sleuth.sessions import Investigation
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from sleuth.app.outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
 
 

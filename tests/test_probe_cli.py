@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli import sleuth
-
 from sleuth.probes import ConfigError, load_config
+from test_cli import sleuth
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from sleuth.probes.remedies import RemedyError, apply_plan, preview, revert_file
 from sleuth.probes.remedies.lock import lock_transform
 

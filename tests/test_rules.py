@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from sleuth.hypotheses import MissingField, RuleError, compile_rule
 
 

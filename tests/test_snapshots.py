@@ -9,12 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sleuth.app.tui import OutputView, SleuthApp
+from sleuth.hypotheses import InvestigationState
 from test_ui import select, settle
 from textual.widgets import Tree
 from ui_sessions import T0, make_workspace, recorded_hunt
-
-from sleuth.app.tui import OutputView, SleuthApp
-from sleuth.hypotheses import InvestigationState
 
 SIZE = (130, 44)
 

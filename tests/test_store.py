@@ -13,7 +13,6 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from sleuth.sessions import Redactor, Store, StoreError
 
 

@@ -17,7 +17,6 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from sleuth.probes import HopChain, ProgramSpec, SshPool, execute, run_chain
 from sleuth.sessions import Investigation, Redactor, request_for_shell, run_probe
 
@@ -273,10 +272,9 @@ def test_sshd_killed_mid_run_is_transport_and_leaves_no_process(tmp_path_factory
 
 
 def test_transport_failure_is_never_evidence(sshd, remote_inv):
-    from sshd_harness import free_port
-
     from sleuth.probes import builtin_probes
     from sleuth.sessions import request_for_probe
+    from sshd_harness import free_port
 
     target = sshd.target(jump=False, port=free_port())
     req = request_for_probe(remote_inv, builtin_probes()["cache-inventory"], target, {})

@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input, OptionList, Static, Tree
-from ui_sessions import make_workspace, recorded_hunt
-
 from sleuth.app.tui import OutputView, SleuthApp
 from sleuth.app.tui.dialogs import ConfirmDialog, RemedyDialog, RetestDialog
 from sleuth.sessions import Investigation
+from textual.widgets import Input, OptionList, Static, Tree
+from ui_sessions import make_workspace, recorded_hunt
 
 SIZE = (140, 48)
 

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from conftest import env_state
-
 from sleuth.hypotheses import load_catalog
 from sleuth.probes import builtin_probes
 from sleuth.sessions import Investigation, Workspace, dump_export, import_session

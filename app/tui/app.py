@@ -8,11 +8,10 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from textual.app import App
-from textual.command import Hit, Hits, Provider
-
 from sleuth.probes import AgentPool, Config, SshPool, builtin_probes, load_config
 from sleuth.sessions import Investigation, Store, Workspace
+from textual.app import App
+from textual.command import Hit, Hits, Provider
 
 from .screens import InvestigationScreen, ReplayScreen
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.style import Style
 from rich.text import Text
+from sleuth.sessions import OutputLine, Store
 from textual import work
 from textual.binding import Binding
 from textual.geometry import Size
@@ -23,8 +24,6 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
-
-from sleuth.sessions import OutputLine, Store
 
 from ..outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
 

@@ -15,14 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Input, OptionList, Static, Tree
-from textual.widgets.option_list import Option
-
 from sleuth.hypotheses import Event, InvestigationState
 from sleuth.probes.remedies import RemedyError, preview
 from sleuth.sessions import (
@@ -36,6 +28,13 @@ from sleuth.sessions import (
     run_probe,
     write_postmortem,
 )
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, OptionList, Static, Tree
+from textual.widgets.option_list import Option
 
 from ..views import (
     CLASS_STYLE,
