@@ -17,13 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from sleuth import __version__
-from sleuth.hypotheses import CatalogError
-from sleuth.probes import TEMPLATE, ConfigError, load_config
+from sleuth.probes import TEMPLATE, load_config
 from sleuth.sessions import (
     ExchangeError,
     Investigation,
-    InvestigationError,
-    StoreError,
     Workspace,
     dump_export,
     import_session,
@@ -31,21 +28,15 @@ from sleuth.sessions import (
     write_postmortem,
 )
 
-from .demo import ERRORS as DEMO_ERRORS
 from .demo import add_demo_command
-from .probe_cli import ERRORS as PROBE_ERRORS
+from .errors import HypothesisError, ProbesError, SessionError, UsageError
 from .probe_cli import add_probe_commands
-from .remedy_cli import ERRORS as REMEDY_ERRORS
 from .remedy_cli import add_remedy_commands
 
 __all__ = ["main", "build_parser"]
 
 EXIT_BAD_INPUT = 2
 GLYPHS = {"open": "○", "supported": "●", "refuted": "✓", "confirmed": "★", "inconclusive": "?"}
-
-
-class UsageError(Exception):
-    """Bad input found by a command itself."""
 
 
 def _out(obj: Any) -> None:
@@ -410,16 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (
-        InvestigationError,
-        StoreError,
-        CatalogError,
-        ConfigError,
-        UsageError,
-        *PROBE_ERRORS,
-        *REMEDY_ERRORS,
-        *DEMO_ERRORS,
-    ) as exc:
+    except (UsageError, SessionError, ProbesError, HypothesisError) as exc:
         print(f"sleuth: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

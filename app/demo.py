@@ -24,6 +24,8 @@ from sleuth.sessions import (
     write_postmortem,
 )
 
+from .errors import UsageError
+
 __all__ = ["cmd_demo", "add_demo_command"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drafter"
@@ -48,17 +50,13 @@ HINT = (
 )
 
 
-class DemoError(RuntimeError):
-    pass
-
-
 def _say(step: int, text: str) -> None:
     print(f"\n[{step}] {text}", flush=True)
 
 
 def setup(directory: Path) -> Workspace:
     if not EXAMPLE.is_dir():
-        raise DemoError(f"the example drafter is not at {EXAMPLE}; sleuth demo runs from a source checkout")
+        raise UsageError(f"the example drafter is not at {EXAMPLE}: this sleuth installation is incomplete; reinstall it")
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / "drafter").exists():
         shutil.rmtree(directory / "drafter")
@@ -161,5 +159,3 @@ def add_demo_command(sub, add) -> None:
     p.add_argument("dir", nargs="?", default="sleuth-demo", help="where (default: ./sleuth-demo)")
     p.add_argument("--auto", action="store_true", help="run it headless and write the postmortem")
 
-
-ERRORS = (DemoError,)

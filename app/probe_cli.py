@@ -9,17 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sleuth.probes import ProbeError, build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from sleuth.probes import build_program, builtin_probes, load_config, new_nonce, probe_from_file
 from sleuth.probes.runner import chain_for
 from sleuth.sessions import CircularRetest, Investigation, Workspace, request_for_probe, request_for_shell, run_probe
+
+from .errors import UsageError
 
 __all__ = ["add_probe_commands"]
 
 EXIT_RETEST = 3
-
-
-class ProbeUsageError(ValueError):
-    pass
 
 
 def _params(pairs: list[str]) -> dict[str, Any]:
@@ -27,7 +25,7 @@ def _params(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ProbeUsageError(f"--param {pair!r}: expected KEY=VALUE")
+            raise UsageError(f"--param {pair!r}: expected KEY=VALUE")
         try:
             out[key] = json.loads(value)  # 4 → int, true → bool, "x" → str
         except ValueError:
@@ -39,14 +37,14 @@ def _probe(args: argparse.Namespace):
     probes = builtin_probes()
     chosen = [x for x in (args.id, args.script, args.shell) if x]
     if len(chosen) != 1:
-        raise ProbeUsageError("give exactly one of: a probe ID, --script FILE, --shell 'CMD'")
+        raise UsageError("give exactly one of: a probe ID, --script FILE, --shell 'CMD'")
     if args.script:
         path = Path(args.script)
         if not path.is_file():
-            raise ProbeUsageError(f"--script {args.script}: no such file")
+            raise UsageError(f"--script {args.script}: no such file")
         return probe_from_file(path, default_id=f"script:{path.name}")
     if args.id and args.id not in probes:
-        raise ProbeUsageError(f"unknown probe {args.id!r}; probes: {', '.join(probes)}")
+        raise UsageError(f"unknown probe {args.id!r}; probes: {', '.join(probes)}")
     return probes.get(args.id) if args.id else None
 
 
@@ -123,7 +121,7 @@ def cmd_target_show(args: argparse.Namespace) -> int:
     else:
         probes = builtin_probes()
         if args.probe and args.probe not in probes:
-            raise ProbeUsageError(f"unknown probe {args.probe!r}; probes: {', '.join(probes)}")
+            raise UsageError(f"unknown probe {args.probe!r}; probes: {', '.join(probes)}")
         pid = args.probe or "target-check"
         from sleuth.probes import ProgramSpec
 
@@ -215,4 +213,3 @@ def add_probe_commands(sub: Any, add: Any) -> None:
     p.add_argument("--json", action="store_true")
 
 
-ERRORS = (ProbeUsageError, ProbeError)

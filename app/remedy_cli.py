@@ -20,9 +20,7 @@ from sleuth.sessions import (
     revert_remote,
 )
 
-__all__ = ["add_remedy_commands", "ERRORS"]
-
-ERRORS = (RemedyError,)
+__all__ = ["add_remedy_commands"]
 
 
 def _shapes(args: argparse.Namespace) -> list | None:

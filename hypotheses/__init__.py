@@ -1,6 +1,14 @@
 """Pure domain of sleuth: the hypothesis graph, the catalog, verdict rules, retest detection.
 
 Imports nothing from probes/, sessions/ or app/, and does no I/O beyond reading catalog files.
+
+Errors (hypotheses/errors.py; catch the root at a boundary)::
+
+    HypothesisError
+     ├── CatalogError       a catalog file cannot be used (file:line:col)
+     ├── RuleError          a rule outside the safe whitelist, or one that does not parse
+     └── MissingField       a result lacks a field a rule reads (judging turns it into
+                            "inconclusive"; it never reaches a user)
 """
 
 from __future__ import annotations
@@ -9,14 +17,14 @@ from .catalog import (
     BUILTIN_DIR,
     LINK_KINDS,
     Catalog,
-    CatalogError,
     HypothesisDef,
     ProbeTest,
     SymptomDef,
     load_catalog,
 )
+from .errors import CatalogError, HypothesisError, MissingField, RuleError
 from .model import STATUSES, Application, Event, Flag, InvestigationState, PreRunCheck, RunInfo
-from .rules import MissingField, Rule, RuleError, compile_rule
+from .rules import Rule, compile_rule
 from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key, state_key_of_parts
 from .verdict import EVIDENCE_CLASSES, Verdict, judge, result_fields
 
@@ -29,6 +37,7 @@ __all__ = [
     "Event",
     "Flag",
     "HypothesisDef",
+    "HypothesisError",
     "InvestigationState",
     "LINK_KINDS",
     "MissingField",

@@ -21,6 +21,7 @@ from typing import Any
 import tomlkit
 import tomlkit.exceptions
 
+from .errors import CatalogError
 from .rules import Rule, RuleError, compile_rule
 
 __all__ = [
@@ -37,14 +38,6 @@ __all__ = [
 BUILTIN_DIR = Path(__file__).with_name("catalog")
 LINK_KINDS = ("refines", "competes", "exposes")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-
-
-class CatalogError(ValueError):
-    """A catalog file cannot be used; says which file, line and column."""
-
-    def __init__(self, path: Path | str, line: int, col: int, message: str) -> None:
-        super().__init__(f"{path}:{line}:{col}: {message}")
-        self.path, self.line, self.col, self.message = str(path), line, col, message
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import MissingField, RuleError
+
 __all__ = ["Rule", "RuleError", "MissingField", "compile_rule"]
-
-
-class RuleError(ValueError):
-    """A rule expression uses syntax outside the whitelist, or does not parse."""
-
-
-class MissingField(LookupError):
-    """The result lacks a field the rule reads."""
 
 
 _COMPARE = {

@@ -2,18 +2,43 @@
 transports, capture, the built-in probe scripts and the remedies.
 
 Imports nothing from hypotheses/, sessions/ or app/.
+
+Errors (probes/errors.py; catch the root at a boundary)::
+
+    ProbesError
+     ├── ConfigError        sleuth.toml does not parse or a target is malformed (file:line:col)
+     ├── ProbeError         unknown probe id, or a probe file without a valid PROBE literal
+     ├── RemedyError        a remedy cannot be previewed, applied or reverted
+     ├── TransportError     a hop could not be reached (``hop``); raised by connection set-up and
+     │                      file transfer — a *run* returns it as its ``transport`` classification
+     └── AgentError         the resident agent could not start or broke its protocol
 """
 
 from __future__ import annotations
 
-from .agent import AGENT_VERSION, Agent, AgentError, AgentPool
-from .catalog import ProbeDef, ProbeError, builtin_probes, probe_from_file
+from .agent import AGENT_VERSION, Agent, AgentPool
+from .catalog import ProbeDef, builtin_probes, probe_from_file
 from .classify import CLASSIFICATIONS, RunFacts, classify
-from .config import CONTAINER_KINDS, TEMPLATE, Config, ConfigError, Container, Target, load_config
+from .config import CONTAINER_KINDS, TEMPLATE, Config, Container, Target, load_config
+from .errors import AgentError, ConfigError, ProbeError, ProbesError, RemedyError, TransportError
 from .hops import CD_SCRIPT, Hop, HopChain, container_prefix
 from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
 from .runner import OutputSink, RunOutcome, chain_for, execute
-from .transport import ExitInfo, SshPool, TransportError, run_chain, split_host
+from .transports import (
+    ExitInfo,
+    LocalTransport,
+    MockTransport,
+    Process,
+    Reply,
+    SshPool,
+    SshTransport,
+    Transport,
+    probe_reply,
+    run_chain,
+    run_process,
+    split_host,
+    transport_for,
+)
 
 __all__ = [
     "AGENT_VERSION",
@@ -29,16 +54,24 @@ __all__ = [
     "ExitInfo",
     "Hop",
     "HopChain",
+    "LocalTransport",
+    "MockTransport",
     "OutputSink",
     "ProbeDef",
     "ProbeError",
+    "ProbesError",
+    "Process",
     "ProgramSpec",
     "RecordParser",
+    "RemedyError",
+    "Reply",
     "RunFacts",
     "RunOutcome",
     "SshPool",
+    "SshTransport",
     "TEMPLATE",
     "Target",
+    "Transport",
     "TransportError",
     "build_program",
     "builtin_probes",
@@ -49,6 +82,9 @@ __all__ = [
     "load_config",
     "new_nonce",
     "probe_from_file",
+    "probe_reply",
     "run_chain",
+    "run_process",
     "split_host",
+    "transport_for",
 ]

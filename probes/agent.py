@@ -21,21 +21,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import struct
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncssh
-
 from .config import Target
+from .errors import AgentError, TransportError
 from .hops import HopChain
-from .transport import ExitInfo, SshPool, TransportError, run_chain
+from .transports import READ_SIZE, Exit, ExitInfo, OnOutput, Process, SshPool, Transport, run_process, transport_for
 
-__all__ = ["AGENT_SOURCE", "AGENT_VERSION", "Agent", "AgentError", "AgentPool", "BOOT"]
+__all__ = ["AGENT_SOURCE", "AGENT_VERSION", "Agent", "AgentError", "AgentPool", "AgentTransport", "BOOT"]
 
 AGENT_SOURCE = Path(__file__).with_name("agent_src.py").read_bytes()
 AGENT_VERSION = hashlib.sha256(AGENT_SOURCE).hexdigest()[:16]
@@ -65,44 +61,86 @@ BOOT = (
 )
 
 
-class AgentError(RuntimeError):
-    """The agent could not be started, or broke its protocol."""
-
-
 def agent_chain(target: Target) -> HopChain:
-    return HopChain(target, HopChain._wrap(target, [target.python, "-c", BOOT]))
+    return HopChain.for_program(target, [target.python, "-c", BOOT])
 
 
-@dataclass
-class _Run:
-    on_output: Callable[[str, bytes], None]
-    started: asyncio.Future
-    exited: asyncio.Future
-    pid: int | None = None
-    how: str = ""
+class _AgentRun(Process):
+    """One probe running in a child of the agent, seen as a process: its program is what is
+    written to it (sent in one R frame at EOF), its output arrives in O/E frames, kill is a
+    C frame (the agent kills the child's whole process group)."""
+
+    def __init__(self, agent: Agent, ident: int, fork: bool) -> None:
+        self.agent, self.ident, self.fork = agent, ident, fork
+        self.hop = agent.target.far_hop
+        self.started = time.monotonic()
+        self.program = bytearray()
+        self.pid: int | None = None
+        self.how = ""
+        loop = asyncio.get_running_loop()
+        self.begun: asyncio.Future = loop.create_future()
+        self.exited: asyncio.Future = loop.create_future()
+        self.queues: dict[str, asyncio.Queue[bytes]] = {"stdout": asyncio.Queue(), "stderr": asyncio.Queue()}
+
+    def write(self, data: bytes) -> None:
+        self.program.extend(data)
+
+    def write_eof(self) -> None:
+        self.agent._send("R", self.ident, {"program": self.program.decode("latin-1"), "fork": self.fork})
+
+    async def read(self, stream: str, size: int = READ_SIZE) -> bytes:
+        return await self.queues[stream].get()
+
+    def kill(self) -> None:
+        if not self.agent.dead:
+            self.agent._send("C", self.ident)
+
+    def end(self, how: dict[str, Any]) -> None:
+        if not self.exited.done():
+            self.exited.set_result(how)
+        for queue in self.queues.values():
+            queue.put_nowait(b"")
+
+    async def wait(self) -> Exit:
+        end = await self.exited
+        if "lost" in end:
+            return Exit(lost=f"hop {self.hop}: {end['lost']} after {time.monotonic() - self.started:.1f} s")
+        if "failed" in end:
+            return Exit(lost=f"hop {self.hop}: the agent could not run the probe: {end['failed']}")
+        return Exit(exit_status=end.get("exit_status"), signal=end.get("signal"))
+
+    @property
+    def note(self) -> str:
+        return f"via agent pid {self.agent.pid} ({self.how or 'not started'})"
 
 
-@dataclass
-class _Pipe:
-    """The agent process: stdin writer, stdout/stderr readers, kill and wait."""
+class AgentTransport(Transport):
+    """Runs probes as children of one running agent (the chain's target must be its own)."""
 
-    write: Callable[[bytes], None]
-    read_out: Callable[[int], Any]
-    read_err: Callable[[int], Any]
-    close: Callable[[], None]
-    wait: Callable[[], Any]
-    extra: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    async def start(self, chain: HopChain, *, fork: bool = False) -> Process:
+        agent = self.agent
+        if agent.dead:
+            raise TransportError(f"hop {agent.target.far_hop}: {agent.dead}", agent.target.far_hop)
+        ident = agent._next
+        agent._next += 1
+        run = _AgentRun(agent, ident, fork)
+        agent._runs[ident] = run
+        return run
 
 
 class Agent:
-    """One running agent; :meth:`run` sends a probe program and streams its output back."""
+    """One running agent, reached through a :class:`Process` of the target's transport;
+    :meth:`run` sends a probe program and streams its output back."""
 
-    def __init__(self, target: Target, pipe: _Pipe) -> None:
+    def __init__(self, target: Target, proc: Process) -> None:
         self.target = target
-        self.pipe = pipe
+        self.proc = proc
         self.hello: dict[str, Any] = {}
         self.dead: str | None = None
-        self._runs: dict[int, _Run] = {}
+        self._runs: dict[int, _AgentRun] = {}
         self._asks: dict[int, asyncio.Future] = {}
         self._next = 1
         self._stderr = b""
@@ -113,43 +151,12 @@ class Agent:
     # ---------------------------------------------------------------- starting
 
     @classmethod
-    async def start(cls, target: Target, ssh: SshPool | None, source: bytes = AGENT_SOURCE) -> Agent:
-        chain = agent_chain(target)
-        if target.is_local:
-            proc = await asyncio.create_subprocess_exec(
-                *chain.local_argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, **target.env},
-                cwd=target.workdir or None,
-                start_new_session=True,
-            )
-
-            def close_local() -> None:
-                if proc.stdin and not proc.stdin.is_closing():
-                    proc.stdin.close()
-
-            pipe = _Pipe(proc.stdin.write, proc.stdout.read, proc.stderr.read, close_local, proc.wait, {"proc": proc})
-        else:
-            assert ssh is not None
-            conn, _client = await ssh.get(target)  # TransportError names the hop
-            try:
-                proc = await conn.create_process(chain.remote_command, encoding=None)
-            except (OSError, asyncssh.Error) as exc:
-                ssh.discard(target)
-                raise TransportError(f"hop {len(target.jump) + 1} (ssh {target.ssh}): could not open a session: {exc}") from None
-
-            def close_ssh() -> None:
-                try:
-                    proc.stdin.write_eof()
-                except (OSError, asyncssh.Error):
-                    pass
-                proc.close()
-
-            pipe = _Pipe(proc.stdin.write, proc.stdout.read, proc.stderr.read, close_ssh, proc.wait_closed, {"proc": proc})
-        agent = cls(target, pipe)
-        pipe.write(b"%d\n" % len(source) + source)
+    async def start(cls, target: Target, transport: Transport, source: bytes = AGENT_SOURCE) -> Agent:
+        """Start the agent through *transport*; TransportError names the hop, AgentError says
+        why the agent itself did not come up."""
+        proc = await transport.start(agent_chain(target))
+        agent = cls(target, proc)
+        proc.write(b"%d\n" % len(source) + source)
         try:
             agent.hello = await asyncio.wait_for(asyncio.shield(agent._hello), HELLO_TIMEOUT)
         except (TimeoutError, AgentError) as exc:
@@ -164,15 +171,12 @@ class Agent:
     def _send(self, kind: str, run: int, payload: bytes | dict[str, Any] = b"") -> None:
         if isinstance(payload, dict):
             payload = json.dumps(payload).encode()
-        self.pipe.write(HEAD.pack(len(payload) + 5, ord(kind), run) + payload)
+        self.proc.write(HEAD.pack(len(payload) + 5, ord(kind), run) + payload)
 
     async def _read(self) -> None:
         buffer = bytearray()
         try:
-            while True:
-                data = await self.pipe.read_out(1 << 16)
-                if not data:
-                    break
+            while data := await self.proc.read("stdout", READ_SIZE):
                 buffer.extend(data)
                 while len(buffer) >= 4:
                     (length,) = struct.unpack_from(">I", buffer)
@@ -182,9 +186,6 @@ class Agent:
                     payload = bytes(buffer[9 : 4 + length])
                     del buffer[: 4 + length]
                     self._dispatch(kind, run, payload)
-        except (OSError, asyncssh.Error) as exc:
-            self._died(f"the connection to the agent broke ({exc})")
-            return
         except AgentError as exc:
             self._died(str(exc))
             return
@@ -193,11 +194,8 @@ class Agent:
         self._died("the agent went away" + (f": {' / '.join(said)}" if said else ""))
 
     async def _read_stderr(self) -> None:
-        try:
-            while data := await self.pipe.read_err(1 << 16):
-                self._stderr = (self._stderr + data)[-4096:]
-        except (OSError, asyncssh.Error):
-            pass
+        while data := await self.proc.read("stderr", READ_SIZE):
+            self._stderr = (self._stderr + data)[-4096:]
 
     def _dispatch(self, kind: str, run: int, payload: bytes) -> None:
         if kind == "V":
@@ -206,17 +204,17 @@ class Agent:
         elif kind in ("O", "E"):
             r = self._runs.get(run)
             if r is not None:
-                r.on_output("stdout" if kind == "O" else "stderr", payload)
+                r.queues["stdout" if kind == "O" else "stderr"].put_nowait(payload)
         elif kind == "S":
             r = self._runs.get(run)
-            if r is not None and not r.started.done():
+            if r is not None and not r.begun.done():
                 info = json.loads(payload)
                 r.pid, r.how = info.get("pid"), info.get("how", "")
-                r.started.set_result(info)
+                r.begun.set_result(info)
         elif kind == "X":
             r = self._runs.pop(run, None)
-            if r is not None and not r.exited.done():
-                r.exited.set_result(json.loads(payload))
+            if r is not None:
+                r.end(json.loads(payload))
         elif kind in ("h", "w"):
             fut = self._asks.pop(run, None)
             if fut is not None and not fut.done():
@@ -224,8 +222,8 @@ class Agent:
         elif kind == "F":
             message = json.loads(payload).get("error", "refused")
             r = self._runs.pop(run, None)
-            if r is not None and not r.exited.done():
-                r.exited.set_result({"failed": message})
+            if r is not None:
+                r.end({"failed": message})
         else:
             raise AgentError(f"unknown frame {kind!r} from the agent")
 
@@ -234,8 +232,7 @@ class Agent:
         if not self._hello.done():
             self._hello.set_exception(AgentError(why))
         for r in self._runs.values():
-            if not r.exited.done():
-                r.exited.set_result({"lost": why})
+            r.end({"lost": why})
         self._runs.clear()
         for fut in self._asks.values():
             if not fut.done():
@@ -251,6 +248,10 @@ class Agent:
     @property
     def pid(self) -> int | None:
         return self.hello.get("pid")
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._runs)
 
     async def _ask(self, kind: str, payload: dict[str, Any] | None = None, timeout: float = 30.0) -> dict[str, Any]:
         if self.dead:
@@ -273,74 +274,25 @@ class Agent:
     async def run(
         self,
         program: bytes,
-        on_output: Callable[[str, bytes], None],
+        on_output: OnOutput,
         *,
         cancel: asyncio.Event | None = None,
         timeout: float | None = None,
         fork: bool = False,
     ) -> ExitInfo:
         """Run one probe program in a child of the agent; how it ended, as a session would say."""
-        started = time.monotonic()
-        hop = len(self.target.jump) + 1 if self.target.ssh else 1
-        if self.dead:
-            return ExitInfo(transport_error=f"hop {hop}: {self.dead}", failed_hop=hop)
-        loop = asyncio.get_running_loop()
-        ident = self._next
-        self._next += 1
-        r = _Run(on_output, loop.create_future(), loop.create_future())
-        self._runs[ident] = r
-        self._send("R", ident, {"program": program.decode("latin-1"), "fork": fork})
-        cancel = cancel or asyncio.Event()
-        timeout = self.target.timeout if timeout is None else timeout
-        info = ExitInfo()
-        stop = asyncio.ensure_future(cancel.wait())
-        done, _ = await asyncio.wait({r.exited, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if r.exited not in done:
-            if stop in done:
-                info.cancelled = True
-            else:
-                info.timed_out = timeout
-            if not self.dead:
-                self._send("C", ident)  # the agent kills the child's whole process group
-            try:
-                await asyncio.wait_for(asyncio.shield(r.exited), 10)
-            except TimeoutError:
-                self._runs.pop(ident, None)
-        stop.cancel()
-        end = r.exited.result() if r.exited.done() else {}
-        if "lost" in end:
-            info.transport_error = f"hop {hop}: {end['lost']} after {time.monotonic() - started:.1f} s"
-            info.failed_hop = hop
-        elif "failed" in end:
-            info.transport_error = f"hop {hop}: the agent could not run the probe: {end['failed']}"
-            info.failed_hop = hop
-        else:
-            info.signal = end.get("signal")
-            info.exit_status = end.get("exit_status")
-        info.seconds = time.monotonic() - started
-        info.note = f"via agent pid {self.pid} ({r.how or 'not started'})"
-        return info
+        chain = HopChain.python(self.target)  # the agent runs it with its own interpreter
+        return await run_process(AgentTransport(self), chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
 
     async def close(self) -> None:
         """Quit the agent (it kills its children's groups) and close the channel."""
         if not self.dead:
-            try:
-                self._send("Q", 0)
-            except (OSError, asyncssh.Error, RuntimeError):
-                pass
+            self._send("Q", 0)
+        self.proc.write_eof()
         try:
-            self.pipe.close()
-        except (OSError, asyncssh.Error, RuntimeError):
-            pass
-        proc = self.pipe.extra.get("proc")
-        try:
-            await asyncio.wait_for(self.pipe.wait(), 5)
-        except (TimeoutError, OSError, asyncssh.Error):
-            if proc is not None and hasattr(proc, "kill"):
-                try:
-                    proc.kill()
-                except (OSError, ProcessLookupError):
-                    pass
+            await asyncio.wait_for(self.proc.wait(), 5)
+        except TimeoutError:
+            self.proc.kill()
         self._died(self.dead or "closed")
         for task in (self._reader, self._err_reader):
             task.cancel()
@@ -377,7 +329,7 @@ class AgentPool:
                 if target.name in self.unavailable:
                     return None
                 try:
-                    agent = await Agent.start(target, self.ssh, self.source)
+                    agent = await Agent.start(target, transport_for(target.is_local, self.ssh), self.source)
                     await agent.warm(BASE_WARM)
                 except AgentError as exc:
                     self.unavailable[target.name] = str(exc)
@@ -389,7 +341,7 @@ class AgentPool:
         self,
         chain: HopChain,
         program: bytes,
-        on_output: Callable[[str, bytes], None],
+        on_output: OnOutput,
         *,
         cancel: asyncio.Event | None = None,
         timeout: float | None = None,
@@ -401,18 +353,19 @@ class AgentPool:
         except TransportError as exc:
             return ExitInfo(transport_error=str(exc), failed_hop=exc.hop)
         if agent is None:
-            info = await run_chain(chain, program, on_output, pool=self.ssh, cancel=cancel, timeout=timeout)
+            transport = transport_for(chain, self.ssh)
+            info = await run_process(transport, chain, program, on_output, cancel=cancel, timeout=timeout)
             info.note = f"no agent on {target.name} ({self.unavailable[target.name]}): ran in its own session"
             return info
-        info = await agent.run(program, on_output, cancel=cancel, timeout=timeout, fork=fork)
-        if self.warm_modules and target.name not in self._warming and not agent._runs and not agent.dead:
+        info = await run_process(AgentTransport(agent), chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
+        if self.warm_modules and target.name not in self._warming and not agent.busy and not agent.dead:
             self._warming[target.name] = asyncio.ensure_future(self._warm(agent))
         return info
 
     async def _warm(self, agent: Agent) -> None:
         try:
             await agent.warm(list(self.warm_modules))
-        except (AgentError, TimeoutError, OSError, asyncssh.Error):
+        except (AgentError, TimeoutError):
             pass  # warming is an optimisation: a run still works without it
 
     async def close(self) -> None:

@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import ProbeError
+
 __all__ = ["ProbeDef", "ProbeError", "builtin_probes", "probe_from_file", "SCRIPTS_DIR"]
 
 SCRIPTS_DIR = Path(__file__).with_name("scripts")
-
-
-class ProbeError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

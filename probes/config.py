@@ -20,16 +20,12 @@ from typing import Any
 import tomlkit
 import tomlkit.exceptions
 
+from .errors import ConfigError
+
 __all__ = ["CONTAINER_KINDS", "Config", "ConfigError", "Container", "Target", "load_config", "TEMPLATE"]
 
 CONTAINER_KINDS = ("pct", "docker", "podman", "kubectl", "lxc-attach", "srun", "none")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class ConfigError(ValueError):
-    def __init__(self, path: Path | str, line: int, col: int, message: str) -> None:
-        super().__init__(f"{path}:{line}:{col}: {message}")
-        self.path, self.line, self.col, self.message = str(path), line, col, message
 
 
 @dataclass(frozen=True)
@@ -62,6 +58,11 @@ class Target:
     @property
     def is_local(self) -> bool:
         return self.ssh is None
+
+    @property
+    def far_hop(self) -> int:
+        """The hop (1-based) that runs commands: the last ssh hop, or 1 for this machine."""
+        return len(self.jump) + 1 if self.ssh else 1
 
     def describe(self) -> str:
         hops = []

@@ -54,16 +54,18 @@ class HopChain:
 
     @classmethod
     def python(cls, target: Target, args: list[str] | None = None) -> HopChain:
-        return cls(target, cls._wrap(target, [target.python, "-", *(args or [])]))
+        return cls.for_program(target, [target.python, "-", *(args or [])])
 
     @classmethod
-    def _wrap(cls, target: Target, program: list[str]) -> list[str]:
+    def for_program(cls, target: Target, program: list[str]) -> HopChain:
+        """The chain that runs *program* (an argv) at the far end of *target*: inside its
+        container, with its env, in its workdir (this machine applies both itself)."""
         argv = list(program)
         if target.workdir and not target.is_local:
             argv = ["sh", "-c", CD_SCRIPT, "sleuth-cd", target.workdir, *argv]
         if target.env and not target.is_local:
             argv = ["env", *(f"{k}={v}" for k, v in target.env.items()), *argv]
-        return [*container_prefix(target), *argv]
+        return cls(target, [*container_prefix(target), *argv])
 
     @property
     def local_argv(self) -> list[str]:

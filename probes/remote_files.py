@@ -15,8 +15,9 @@ import posixpath
 import asyncssh
 
 from .config import Target
+from .errors import TransportError
 from .hops import HopChain, container_prefix
-from .transport import SshPool, TransportError, run_chain
+from .transports import SshPool, run_chain
 
 __all__ = ["read_file", "write_file", "ORIGINAL_SUFFIX", "remote_path"]
 

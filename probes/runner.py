@@ -12,7 +12,7 @@ from .classify import RunFacts, classify
 from .config import Target
 from .hops import HopChain
 from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
-from .transport import SshPool, run_chain
+from .transports import SshPool, Transport, run_process, transport_for
 
 if TYPE_CHECKING:
     from .agent import AgentPool
@@ -66,9 +66,12 @@ async def execute(
     on_record: Callable[[dict[str, Any]], None] | None = None,
     on_output: Callable[[str, bytes], None] | None = None,
     agents: AgentPool | None = None,
+    transport: Transport | None = None,
 ) -> RunOutcome:
     """Run *spec* on *target*; every byte goes to *sink* as it arrives. With *agents*, it
-    runs in a child of the target's resident agent (started on first use)."""
+    runs in a child of the target's resident agent (started on first use); with
+    *transport*, through that one (a MockTransport in unit tests); else in a session of
+    the target's default transport (on *pool* for ssh)."""
     nonce = new_nonce()
     if spec.code_dir is None and code_dir(target):
         spec = ProgramSpec(**{**spec.__dict__, "code_dir": code_dir(target)})
@@ -109,10 +112,17 @@ async def execute(
 
     tick = asyncio.ensure_future(ticker())
     try:
-        if agents is not None:
-            exit = await agents.run(chain_for(target), program, output, cancel=cancel, timeout=timeout, fork=spec.fork)
+        chain = chain_for(target)
+        if transport is not None:
+            exit = await run_process(transport, chain, program, output, cancel=cancel, timeout=timeout, fork=spec.fork)
+        elif agents is not None:
+            exit = await agents.run(chain, program, output, cancel=cancel, timeout=timeout, fork=spec.fork)
         else:
-            exit = await run_chain(chain_for(target), program, output, pool=pool, cancel=cancel, timeout=timeout)
+            own = transport_for(chain, pool)
+            try:
+                exit = await run_process(own, chain, program, output, cancel=cancel, timeout=timeout)
+            finally:
+                await own.close()
     finally:
         tick.cancel()
     for rec in parser.finish():

@@ -1,12 +1,24 @@
 """The live investigation: the event store (SQLite), replay, redaction and exports.
 
 The UI and the CLI go through :class:`Investigation`; nothing else writes a session.
+
+Errors (sessions/errors.py; catch the root at a boundary)::
+
+    SessionError
+     ├── StoreError         a session file that cannot be used (missing, corrupt, newer)
+     ├── InvestigationError a request names something unknown or is not allowed; nothing written
+     ├── ExchangeError      an export that cannot be imported; nothing written
+     └── CircularRetest     not a fault: the run would repeat an earlier one in the same
+                            state (``check``); the caller asks the user
+
+Errors of the layers below pass through: ``probes.ProbesError``, ``hypotheses.HypothesisError``.
 """
 
 from __future__ import annotations
 
-from .exchange import ExchangeError, dump_export, export_session, import_session, run_cast
-from .investigation import Investigation, InvestigationError, RunStart, result_fields
+from .errors import CircularRetest, ExchangeError, InvestigationError, SessionError, StoreError
+from .exchange import dump_export, export_session, import_session, run_cast
+from .investigation import Investigation, RunStart, result_fields
 from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
 from .remedies import (
@@ -19,8 +31,8 @@ from .remedies import (
     revert_remedy,
     revert_remote,
 )
-from .runs import CircularRetest, RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
-from .store import STREAMS, CaptureWriter, OutputLine, Store, StoreError
+from .runs import RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
+from .store import STREAMS, CaptureWriter, OutputLine, Store
 from .workspace import Workspace
 
 __all__ = [
@@ -45,6 +57,7 @@ __all__ = [
     "request_for_shell",
     "run_probe",
     "Investigation",
+    "SessionError",
     "InvestigationError",
     "OutputLine",
     "Redactor",

@@ -28,16 +28,13 @@ from typing import Any
 
 from sleuth.hypotheses import Event, InvestigationState
 
+from .errors import ExchangeError
 from .redact import Redactor
 from .store import SCHEMA_VERSION, STREAMS, Store
 
 __all__ = ["ExchangeError", "export_session", "import_session", "run_cast", "dump_export"]
 
 FORMAT = "sleuth-session"
-
-
-class ExchangeError(ValueError):
-    """An export that cannot be imported; nothing was written."""
 
 
 def export_session(store: Store, upto: int | None = None) -> dict[str, Any]:

@@ -31,16 +31,13 @@ from sleuth.hypotheses import (
     state_key_of_parts,
 )
 
+from .errors import InvestigationError
 from .exchange import export_session
 from .postmortem import postmortem_markdown
 from .redact import Redactor
 from .store import CaptureWriter, Store
 
 __all__ = ["Investigation", "InvestigationError", "RunStart", "result_fields"]
-
-
-class InvestigationError(ValueError):
-    """A request that cannot be carried out; nothing was written."""
 
 
 @dataclass(frozen=True)

@@ -13,20 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.hypotheses import PreRunCheck
-from sleuth.probes import AgentPool, ProgramSpec, RunOutcome, SshPool, Target, execute
+from sleuth.probes import AgentPool, ProgramSpec, RunOutcome, SshPool, Target, Transport, execute
 from sleuth.probes.catalog import ProbeDef
 
+from .errors import CircularRetest
 from .investigation import Investigation
 
 __all__ = ["CircularRetest", "RunRequest", "RunReport", "run_probe", "request_for_probe", "request_for_shell"]
-
-
-class CircularRetest(RuntimeError):
-    """The run would repeat an earlier one in the same state; the caller decides."""
-
-    def __init__(self, message: str, check: PreRunCheck) -> None:
-        super().__init__(message)
-        self.check = check
 
 
 @dataclass(frozen=True)
@@ -96,6 +89,7 @@ async def run_probe(
     force: bool = False,
     pool: SshPool | None = None,
     agents: AgentPool | None = None,
+    transport: Transport | None = None,
     cancel: asyncio.Event | None = None,
     timeout: float | None = None,
     on_output: Callable[[str, bytes], None] | None = None,
@@ -120,6 +114,7 @@ async def run_probe(
             capture,
             pool=pool,
             agents=agents,
+            transport=transport,
             cancel=cancel,
             timeout=timeout or request.timeout,
             on_output=on_output,

@@ -29,6 +29,7 @@ from typing import Any
 
 from sleuth.hypotheses import Event
 
+from .errors import StoreError
 from .redact import Redactor
 
 __all__ = ["Store", "StoreError", "CaptureWriter", "OutputLine", "SCHEMA_VERSION", "STREAMS"]
@@ -72,10 +73,6 @@ CREATE TABLE outputs (
     complete INTEGER NOT NULL DEFAULT 0
 );
 """
-
-
-class StoreError(RuntimeError):
-    """A session file that cannot be used; the message names it and what to do."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.text import Text
 from sleuth.hypotheses import Event, InvestigationState
-from sleuth.probes.remedies import RemedyError, preview
+from sleuth.probes.remedies import preview
 from sleuth.sessions import (
     CircularRetest,
     Investigation,
@@ -36,6 +36,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
+from ..errors import HypothesisError, ProbesError, SessionError
 from ..views import (
     CLASS_STYLE,
     NextStep,
@@ -425,7 +426,7 @@ class InvestigationScreen(Screen):
         except CircularRetest as flag:  # another writer ran it meanwhile
             self.notify(f"circular retest: {flag}", severity="warning")
             return
-        except Exception as exc:  # noqa: BLE001 — shown to the user, the run is recorded as it ended
+        except (SessionError, ProbesError, HypothesisError) as exc:  # the run is recorded as it ended
             self.notify(f"the run could not start: {exc}", severity="error", timeout=10)
             return
         finally:
@@ -484,7 +485,7 @@ class InvestigationScreen(Screen):
             return
         try:
             plan = plan_remedy(self.inv, remedy, path, self.app.target.name)
-        except (RemedyError, OSError) as exc:
+        except (SessionError, ProbesError) as exc:
             self.notify(str(exc), severity="error")
             return
         notes = [f"line {f['line']}: {f['what']}" for f in plan.findings]
@@ -496,7 +497,7 @@ class InvestigationScreen(Screen):
             elif what == "revert":
                 try:
                     app = revert_remedy(self.inv, path)
-                except (InvestigationError, RemedyError, OSError) as exc:
+                except (SessionError, ProbesError) as exc:
                     self.notify(str(exc), severity="error")
                     return
                 self.notify(f"reverted application #{app}: {rel} has its original bytes")
@@ -511,7 +512,7 @@ class InvestigationScreen(Screen):
                 continue
             try:
                 plan = preview(remedy, path, shapes=[] if remedy == "precompile" else None)
-            except (RemedyError, OSError, SyntaxError):
+            except ProbesError:  # not UTF-8, does not parse, unreadable: not a file to remedy
                 continue
             if plan.findings and (plan.after != plan.before or plan.blocked):
                 return path
@@ -520,7 +521,7 @@ class InvestigationScreen(Screen):
     def _apply(self, plan: Any, hyp: str | None, rel: str) -> None:
         try:
             app = apply_remedy(self.inv, plan, self.app.target.name, hyp)
-        except (RemedyError, OSError) as exc:
+        except (SessionError, ProbesError) as exc:
             self.notify(str(exc), severity="error")
             return
         if app is None:
@@ -588,7 +589,7 @@ class InvestigationScreen(Screen):
                     self.inv.add_symptom(a, title=b, text=c)
                 else:
                     self.inv.link(a, b, c)
-            except (InvestigationError, ValueError) as exc:
+            except (SessionError, HypothesisError) as exc:
                 self.notify(str(exc), severity="error")
                 return
             self.notify(f"added {kind}")
@@ -602,7 +603,7 @@ class InvestigationScreen(Screen):
             return
         try:
             self.inv.mark_baseline(self.shown_run)
-        except InvestigationError as exc:
+        except SessionError as exc:
             self.notify(str(exc), severity="error")
             return
         self.notify(f"run #{self.shown_run} is the baseline of {self.state.runs[self.shown_run].target}")

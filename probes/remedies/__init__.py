@@ -13,16 +13,19 @@ Exceptions:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
 
+from ..errors import RemedyError
 from .lock import lock_transform
 from .precompile import precompile_transform
 
@@ -34,10 +37,6 @@ REMEDIES = {
     "precompile": "compile every shape before the workers start, then fail on any recompile "
     "(fixes concurrent compile; not concurrent FX trace)",
 }
-
-
-class RemedyError(RuntimeError):
-    pass
 
 
 def sha256(data: bytes) -> str:
@@ -90,8 +89,22 @@ class RemedyPlan:
         }
 
 
+@contextlib.contextmanager
+def _file_errors(path: Path) -> Iterator[None]:
+    """A file that cannot be read or written is a RemedyError that names it."""
+    try:
+        yield
+    except OSError as exc:
+        raise RemedyError(f"{path}: {exc.strerror or exc}; nothing written") from None
+
+
 def preview(remedy: str, path: Path | str, *, shapes: list[dict[str, Any]] | None = None, source_note: str = "") -> RemedyPlan:
     path = Path(path)
+    with _file_errors(path):
+        return _preview(remedy, path, shapes, source_note)
+
+
+def _preview(remedy: str, path: Path, shapes: list[dict[str, Any]] | None, source_note: str) -> RemedyPlan:
     if remedy not in REMEDIES:
         raise RemedyError(f"unknown remedy {remedy!r}; remedies: {', '.join(REMEDIES)}")
     if not path.is_file():
@@ -137,6 +150,11 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def apply_plan(plan: RemedyPlan) -> dict[str, Any]:
     """Write the plan; return the record for the session (path, hashes, diff, bytes)."""
+    with _file_errors(plan.path):
+        return _apply_plan(plan)
+
+
+def _apply_plan(plan: RemedyPlan) -> dict[str, Any]:
     if plan.blocked:
         raise RemedyError("not applied: " + "; ".join(plan.blocked))
     now = plan.path.read_bytes()
@@ -161,6 +179,11 @@ def apply_plan(plan: RemedyPlan) -> dict[str, Any]:
 
 def revert_file(path: Path | str, before: bytes, after_sha: str) -> None:
     path = Path(path)
+    with _file_errors(path):
+        _revert_file(path, before, after_sha)
+
+
+def _revert_file(path: Path, before: bytes, after_sha: str) -> None:
     now = path.read_bytes() if path.exists() else b""
     if sha256(now) == sha256(before):
         return

@@ -1,0 +1,54 @@
+"""Every error the probes package raises, under one root.
+
+::
+
+    ProbesError                 anything probes/ refuses or cannot do; str() says what and where
+     ├── ConfigError            sleuth.toml does not parse or a target is malformed (file:line:col)
+     ├── ProbeError             an unknown probe id, or a probe file without a valid PROBE literal
+     ├── RemedyError            a remedy cannot be previewed, applied or reverted (says why, where)
+     ├── TransportError         a hop could not be reached; ``hop`` names it (1-based)
+     └── AgentError             the resident agent could not start or broke its protocol
+                                (the pool then runs probes in a session each and says why)
+
+A run never raises for a fault of the far end: the transport layer *returns* it as the
+run's ``transport`` classification (probes.transports.run_process). TransportError is
+raised only by what sets a connection up, and by file transfers (remedies on a target).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["AgentError", "ConfigError", "ProbeError", "ProbesError", "RemedyError", "TransportError"]
+
+
+class ProbesError(Exception):
+    """Root of the errors of probes/: catch this one at a boundary."""
+
+
+class ConfigError(ProbesError):
+    """sleuth.toml cannot be used; ``path``, ``line``, ``col`` say where."""
+
+    def __init__(self, path: Path | str, line: int, col: int, message: str) -> None:
+        super().__init__(f"{path}:{line}:{col}: {message}")
+        self.path, self.line, self.col, self.message = str(path), line, col, message
+
+
+class ProbeError(ProbesError):
+    """An unknown probe id, or a probe file without a valid PROBE literal."""
+
+
+class RemedyError(ProbesError):
+    """The remedy cannot be previewed, applied or reverted; says why and where."""
+
+
+class TransportError(ProbesError):
+    """A hop could not be reached; ``hop`` says which (1-based), ``str()`` why."""
+
+    def __init__(self, message: str, hop: int | None = None) -> None:
+        super().__init__(message)
+        self.hop = hop
+
+
+class AgentError(ProbesError):
+    """The agent could not be started, or broke its protocol."""

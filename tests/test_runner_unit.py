@@ -1,0 +1,189 @@
+"""The runner, classification and `sessions.run_probe` over the in-memory MockTransport.
+
+No process and no sshd: the far end is a function that answers the program it is sent, so
+each way a run can end is produced exactly and checked for what a user reads — the
+classification, the reason, the records, the stored output, the evidence and the flags.
+The same paths against real processes and a real sshd: test_transport.py, test_agent.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from conftest import env_state
+from sleuth.probes import HopChain, MockTransport, ProgramSpec, Reply, Target, execute, probe_reply
+from sleuth.probes.catalog import builtin_probes
+from sleuth.sessions import CircularRetest, request_for_probe, request_for_shell, run_probe
+
+LOCAL = Target(name="local")
+REMOTE = Target(name="ct200", ssh="gpu", jump=("bastion",))
+SPEC = ProgramSpec(probe="unit", source="emit('result', x=1)")
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.data: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+
+    def write(self, stream: str, data: bytes) -> None:
+        self.data[stream].extend(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def run(transport: MockTransport, target: Target = LOCAL, spec: ProgramSpec = SPEC, **kw: Any):
+    sink = Sink()
+    outcome = asyncio.run(execute(target, spec, sink, transport=transport, **kw))
+    return outcome, sink
+
+
+def test_completed_with_records_output_and_line_counts():
+    transport = MockTransport(lambda chain, stdin: probe_reply(
+        stdin, [{"kind": "result", "x": 1}], stdout=b"hello\nworld\n", stderr=b"warn\n", state=env_state()))
+    outcome, sink = run(transport)
+    assert outcome.classification == "completed", outcome.reason
+    assert outcome.records == [{"kind": "result", "x": 1}, {"kind": "done"}]
+    assert outcome.state == env_state()  # the state record is kept apart from the others
+    assert bytes(sink.data["stdout"]).startswith(b"hello\nworld\n@@sleuth:")
+    assert outcome.lines == {"stdout": 5, "stderr": 1}  # 2 lines + state, result, done records
+    (chain, stdin), = transport.calls
+    assert chain.far_argv[-1] == "-" and b"_sleuth_main(" in stdin  # the program went on stdin
+
+
+def test_failed_when_the_probe_reports_an_error():
+    transport = MockTransport(lambda chain, stdin: probe_reply(
+        stdin, [{"kind": "error", "type": "RuntimeError", "message": "Detected that you are using FX"}],
+        stderr=b"Traceback (most recent call last):\n", exit_status=1))
+    outcome, _ = run(transport)
+    assert outcome.classification == "failed"
+    assert "raised RuntimeError: Detected that you are using FX" in outcome.reason
+
+
+def test_killed_by_a_signal_names_it_and_the_oom_killer():
+    transport = MockTransport(lambda chain, stdin: Reply(stdout=[b"loading\n"], exit_status=137, signal="KILL"))
+    outcome, _ = run(transport)
+    assert outcome.classification == "killed"
+    assert "SIGKILL" in outcome.reason and "OOM killer" in outcome.reason and "last stdout: loading" in outcome.reason
+
+
+def test_timed_out_kills_the_far_end():
+    transport = MockTransport(lambda chain, stdin: Reply(stdout=[b"compiling\n"], hang=True))
+    outcome, sink = run(transport, timeout=0.2)
+    assert outcome.classification == "timed_out"
+    assert "no end after 0.2 s" in outcome.reason
+    assert len(transport.killed) == 1 and bytes(sink.data["stdout"]) == b"compiling\n"
+
+
+def test_cancel_kills_and_is_classified_killed():
+    transport = MockTransport(lambda chain, stdin: Reply(hang=True))
+
+    async def go():
+        cancel = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.1, cancel.set)
+        return await execute(LOCAL, SPEC, Sink(), transport=transport, cancel=cancel, timeout=30)
+
+    outcome = asyncio.run(go())
+    assert outcome.classification == "killed" and "cancelled" in outcome.reason
+    assert len(transport.killed) == 1
+
+
+def test_no_result_when_it_exits_without_a_done_record():
+    transport = MockTransport(lambda chain, stdin: probe_reply(stdin, [{"kind": "result", "x": 1}], done=False))
+    outcome, _ = run(transport)
+    assert outcome.classification == "no_result"
+    assert "without a done record" in outcome.reason and "records: result" in outcome.reason
+
+
+def test_a_lost_connection_is_transport_and_keeps_no_state():
+    def lost(chain: HopChain, stdin: bytes) -> Reply:
+        reply = probe_reply(stdin, [{"kind": "result", "x": 1}], done=False, state=env_state())
+        reply.lost = "hop 2 (ssh gpu): the connection was lost after 1.0 s"
+        return reply
+
+    outcome, _ = run(MockTransport(lost), target=REMOTE)
+    assert outcome.classification == "transport"
+    assert outcome.reason.startswith("hop 2 (ssh gpu): the connection was lost")
+    assert "nothing the probe did is evidence" in outcome.reason
+    assert outcome.failed_hop == 2 and outcome.state is None
+
+
+def test_a_hop_that_cannot_be_reached_is_transport_naming_it():
+    from sleuth.probes import Transport, TransportError
+
+    class Unreachable(Transport):
+        async def start(self, chain, *, fork=False):
+            raise TransportError("hop 1 (ssh bastion jump): connection refused", 1)
+
+    outcome = asyncio.run(execute(REMOTE, SPEC, Sink(), transport=Unreachable()))
+    assert outcome.classification == "transport" and outcome.failed_hop == 1
+    assert "hop 1 (ssh bastion jump): connection refused" in outcome.reason
+
+
+def test_records_split_across_chunks_are_found():
+    def chunky(chain, stdin):
+        whole = probe_reply(stdin, [{"kind": "result", "x": 7}], stdout=b"x" * 100 + b"\n").stdout[0]
+        return Reply(stdout=[whole[i : i + 7] for i in range(0, len(whole), 7)])
+
+    outcome, sink = run(MockTransport(chunky))
+    assert outcome.classification == "completed"
+    assert {"kind": "result", "x": 7} in outcome.records
+
+
+# ------------------------------------------------------------------ run_probe: evidence and flags
+
+def fingerprint_reply(drift: int, has_baseline: bool = True, torch: str = "2.11.0+cu128"):
+    def handler(chain, stdin):
+        result = {"kind": "result", "fingerprint": {"torch": torch}, "has_baseline": has_baseline, "drift": drift,
+                  "drift_keys": ["torch"] if drift else [], "torch": torch, "cuda": "12.8", "triton": "3.5.0"}
+        return probe_reply(stdin, [result], state=env_state(torch=torch))
+    return MockTransport(handler)
+
+
+def fingerprint(inv, transport, **kw):
+    probe = builtin_probes()["env-fingerprint"]
+    return asyncio.run(run_probe(inv, LOCAL, request_for_probe(inv, probe, LOCAL, {}), transport=transport, **kw))
+
+
+def test_run_probe_records_the_run_and_its_evidence(inv):
+    report = fingerprint(inv, fingerprint_reply(drift=1))
+    info = inv.state.runs[report.run]
+    assert info.classification == "completed" and info.state_key
+    data = report.to_json(inv)
+    assert data["evidence"] == [{"hypothesis": "version-drift", "verdict": "supports"}]
+    assert inv.state.status("version-drift") == "supported"
+    assert b'"drift": 1' in inv.store.output_bytes(report.run, "stdout")  # the output is in the store
+
+
+def test_run_probe_refuses_a_circular_retest_then_records_a_forced_one(inv):
+    first = fingerprint(inv, fingerprint_reply(drift=0))
+    with pytest.raises(CircularRetest) as flag:
+        fingerprint(inv, fingerprint_reply(drift=0))
+    assert flag.value.check.retest_of.id == first.run
+    assert f"#{first.run}" in str(flag.value)
+    assert len(inv.state.runs) == 1  # declined: nothing ran
+    forced = fingerprint(inv, fingerprint_reply(drift=0), force=True)
+    assert inv.state.runs[forced.run].retest_of == first.run
+    # the repeat, and the refuted version-drift asked again in the state that refuted it
+    assert [(f.kind, f.run, f.earlier or f.hypothesis) for f in inv.state.flags] == [
+        ("circular-retest", forced.run, first.run), ("revisit", forced.run, "version-drift")]
+
+
+def test_a_transport_failure_records_no_evidence(inv):
+    def lost(chain, stdin):
+        return Reply(lost="hop 1: the agent went away after 0.5 s")
+
+    report = fingerprint(inv, MockTransport(lost))
+    assert inv.state.runs[report.run].classification == "transport"
+    assert report.to_json(inv)["evidence"] == []
+    assert inv.state.status("version-drift") == "open"
+
+
+def test_a_shell_run_through_the_fake_keeps_every_byte(inv):
+    big = b"".join(b"line %d\n" % i for i in range(5000))
+    transport = MockTransport(lambda chain, stdin: Reply(stdout=[big[:30000], big[30000:]], exit_status=0))
+    report = asyncio.run(run_probe(inv, LOCAL, request_for_shell("pip list | tail -20"), transport=transport))
+    assert inv.state.runs[report.run].classification == "completed"
+    assert inv.store.output_bytes(report.run, "stdout") == big
+    assert inv.store.line_count(report.run) == 5000
