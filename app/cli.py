@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth import __version__
+from sleuth.hypotheses import STATUS_GLYPHS, EventKind
 from sleuth.probes import TEMPLATE, load_config
 from sleuth.sessions import (
     ExchangeError,
@@ -36,7 +37,7 @@ from .remedy_cli import add_remedy_commands
 __all__ = ["main", "build_parser"]
 
 EXIT_BAD_INPUT = 2
-GLYPHS = {"open": "○", "supported": "●", "refuted": "✓", "confirmed": "★", "inconclusive": "?"}
+GLYPHS = STATUS_GLYPHS
 
 
 def _out(obj: Any) -> None:
@@ -248,7 +249,7 @@ def _title_of(doc: object) -> str | None:
     """The investigation's title in an export, if it has one (for the new file's name)."""
     events = doc.get("events") if isinstance(doc, dict) else None
     for e in events if isinstance(events, list) else []:
-        if isinstance(e, dict) and e.get("kind") == "investigation.created" and isinstance(e.get("data"), dict):
+        if isinstance(e, dict) and e.get("kind") == EventKind.INVESTIGATION_CREATED and isinstance(e.get("data"), dict):
             return e["data"].get("title")
     return None
 

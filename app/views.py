@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import InvestigationState
+from sleuth.hypotheses import STATUS_GLYPHS, InvestigationState
 
 __all__ = [
     "GLYPHS",
@@ -23,7 +23,8 @@ __all__ = [
     "clock",
 ]
 
-GLYPHS = {"open": "○", "supported": "●", "refuted": "✓", "confirmed": "★", "inconclusive": "?"}
+GLYPHS = STATUS_GLYPHS
+VERDICT_STYLE = {"supports": "green", "refutes": "red", "inconclusive": "yellow"}
 STATUS_STYLE = {
     "open": "",
     "supported": "bold yellow",
@@ -92,7 +93,7 @@ def run_label(st: InvestigationState, run_id: int) -> Text:
     cls = run.classification or "running"
     text = Text(f"#{run.id} ", style="bold")
     text.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
-    verdicts = [e["verdict"] for entries in st.evidence.values() for e in entries if e["run"] == run_id]
+    verdicts = [e.verdict for e in st.verdicts_for(run_id)]
     if verdicts:
         text.append(" " + ", ".join(sorted(set(verdicts))), style="dim")
     if run.retest_of:
@@ -124,7 +125,7 @@ def next_step(
         remedy = hyp.remedies[0]
         return NextStep("remedy", "f", f"apply {remedy}", remedy=remedy, hypothesis=h)
     if status == "supported" and active:
-        supporting = [st.runs[e["run"]] for e in st.evidence.get(h, []) if e["verdict"] == "supports"]
+        supporting = st.supporting_runs(h)
         for run in reversed(supporting):
             check = st.check_before_run(run.probe, run.params, target)
             if not check.flagged:
@@ -187,13 +188,13 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
     if not entries:
         text.append("none yet\n", style="dim")
     for i, e in enumerate(entries):
-        run = st.runs[e["run"]]
-        fields = ", ".join(f"{k}={v}" for k, v in sorted(e["fields"].items()))[:70]
+        run = st.runs[e.run]
+        fields = ", ".join(f"{k}={v}" for k, v in sorted(e.fields.items()))[:70]
         if i:
             text.append("          ")
         text.append(f"#{run.id} {run.probe}  ", style="bold")
         text.append(f"{fields}  ")
-        text.append(e["verdict"] + "\n", style="green" if e["verdict"] == "supports" else "red" if e["verdict"] == "refutes" else "yellow")
+        text.append(e.verdict + "\n", style=VERDICT_STYLE[e.verdict])
     if hyp.remedies:
         text.append("remedies: ", style="bold dim")
         applied = {a.remedy: a for a in st.applications.values() if a.active}
@@ -215,7 +216,7 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
     t0 = st.created_ts or 0.0
     rows: list[tuple[float, int, Text, int | None, bool]] = []
     for run in st.runs.values():
-        verdicts = "; ".join(f"{e['verdict']} {h}" for h, entries in st.evidence.items() for e in entries if e["run"] == run.id)
+        verdicts = "; ".join(str(e) for e in st.verdicts_for(run.id))
         line = Text(f"{clock(run.started_ts - t0)} #{run.id} {run.probe:<16} ", style="")
         cls = run.classification or "running"
         line.append(cls, style=CLASS_STYLE.get(cls, "yellow"))

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sleuth.hypotheses import (  # noqa: E402
     Event,
+    EventKind,
     InvestigationState,
     check_key,
     component_keys,
@@ -54,9 +55,9 @@ def synth(n_events: int | None = None, n_runs: int | None = None) -> Iterator[Ev
         ts += 0.5
         return Event(seq, ts, kind, data)
 
-    yield ev("investigation.created", {"title": "bench"})
+    yield ev(EventKind.INVESTIGATION_CREATED, {"title": "bench"})
     for hyp in catalog.hypotheses.values():
-        yield ev("hypothesis.added", hyp.to_dict())
+        yield ev(EventKind.HYPOTHESIS_ADDED, hyp.to_dict())
     runs = 0
     while (n_events is None or seq < n_events) and (n_runs is None or runs < n_runs):
         runs += 1
@@ -72,10 +73,10 @@ def synth(n_events: int | None = None, n_runs: int | None = None) -> Iterator[Ev
             "race": "fx-trace", "calls": 100, "cold_cache": True, "has_baseline": True, "drift": rng.randrange(2),
             "cold": False, "keys_match": True, "fallback": False, "flag_set_calls": 0,
         }
-        yield ev("run.started", {"run": runs, "probe": probe, "params": params, "target": "gpu", "kind": "probe",
+        yield ev(EventKind.RUN_STARTED, {"run": runs, "probe": probe, "params": params, "target": "gpu", "kind": "probe",
                                  "check_key": check_key(probe, params, "gpu"), "remedies": [], "retest_of": None})
         parts = component_keys(state)
-        yield ev("run.finished", {"run": runs, "classification": "completed", "reason": "done record received",
+        yield ev(EventKind.RUN_FINISHED, {"run": runs, "classification": "completed", "reason": "done record received",
                                   "records": [result, {"kind": "done"}], "state": state, "state_parts": parts,
                                   "state_key": state_key_of_parts(parts), "lines": {"stdout": 10, "stderr": 0}})
         for hyp in catalog.hypotheses.values():
@@ -83,10 +84,10 @@ def synth(n_events: int | None = None, n_runs: int | None = None) -> Iterator[Ev
                 if test.probe == probe:
                     v = judge(test, "completed", result)
                     if v is not None:
-                        yield ev("evidence.recorded", {"run": runs, "hypothesis": hyp.id, "verdict": v.verdict,
+                        yield ev(EventKind.EVIDENCE_RECORDED, {"run": runs, "hypothesis": hyp.id, "verdict": v.verdict,
                                                        "rule": v.rule, "fields": v.fields})
         if runs % 40 == 0:
-            yield ev("note.added", {"text": "checked the logs", "about": None})
+            yield ev(EventKind.NOTE_ADDED, {"text": "checked the logs", "about": None})
 
 
 def best(fn, repeat: int = 3) -> float:

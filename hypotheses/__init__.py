@@ -22,8 +22,21 @@ from .catalog import (
     SymptomDef,
     load_catalog,
 )
+from .describe import ago, describe_check, describe_retest, describe_revisit
 from .errors import CatalogError, HypothesisError, MissingField, RuleError
-from .model import STATUSES, Application, Event, Flag, InvestigationState, PreRunCheck, RunInfo
+from .model import InvestigationState
+from .records import (
+    STATUS_GLYPHS,
+    STATUSES,
+    VERDICTS,
+    Application,
+    Event,
+    EventKind,
+    Evidence,
+    Flag,
+    PreRunCheck,
+    RunInfo,
+)
 from .rules import Rule, compile_rule
 from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key, state_key_of_parts
 from .verdict import EVIDENCE_CLASSES, Verdict, judge, result_fields
@@ -35,6 +48,8 @@ __all__ = [
     "CatalogError",
     "EVIDENCE_CLASSES",
     "Event",
+    "EventKind",
+    "Evidence",
     "Flag",
     "HypothesisDef",
     "HypothesisError",
@@ -48,12 +63,18 @@ __all__ = [
     "RunInfo",
     "STATE_COMPONENTS",
     "STATUSES",
+    "STATUS_GLYPHS",
+    "VERDICTS",
     "SymptomDef",
     "Verdict",
+    "ago",
     "canonical",
     "check_key",
     "compile_rule",
     "component_keys",
+    "describe_check",
+    "describe_retest",
+    "describe_revisit",
     "judge",
     "load_catalog",
     "result_fields",

@@ -15,146 +15,19 @@ import contextlib
 import copy
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
 from .catalog import HypothesisDef, SymptomDef
+from .records import Application, Event, EventKind, Evidence, Flag, PreRunCheck, RunInfo
 from .state import check_key, component_keys, state_key, state_key_of_parts
 from .verdict import result_fields
 
-__all__ = [
-    "Application",
-    "Event",
-    "Flag",
-    "InvestigationState",
-    "PreRunCheck",
-    "RunInfo",
-    "STATUSES",
-]
-
-STATUSES = ("open", "supported", "refuted", "confirmed", "inconclusive")
+__all__ = ["InvestigationState"]
 # Only these runs asked their question for real; a transport fault or a kill did not, so a
 # repeat of one is not a circular retest.
 _ANSWERED = ("completed", "failed", "no_result")
-
-
-@dataclass(frozen=True)
-class Event:
-    seq: int
-    ts: float
-    kind: str
-    data: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "ts": self.ts, "kind": self.kind, "data": self.data}
-
-
-@dataclass
-class RunInfo:
-    id: int
-    probe: str
-    params: dict[str, Any]
-    target: str
-    kind: str  # "probe" | "script" | "shell"
-    check_key: str
-    started_ts: float
-    started_seq: int
-    remedies: tuple[str, ...] = ()
-    retest_of: int | None = None
-    classification: str | None = None
-    reason: str = ""
-    result: dict[str, Any] = field(default_factory=dict)
-    records: list[dict[str, Any]] = field(default_factory=list)
-    state: dict[str, Any] | None = None
-    state_key: str | None = None
-    lines: dict[str, int] = field(default_factory=dict)
-    finished_ts: float | None = None
-    finished_seq: int | None = None
-    exit_status: int | None = None
-    signal: str | None = None
-
-    @property
-    def duration(self) -> float | None:
-        return None if self.finished_ts is None else self.finished_ts - self.started_ts
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "probe": self.probe,
-            "params": self.params,
-            "target": self.target,
-            "kind": self.kind,
-            "check_key": self.check_key,
-            "state_key": self.state_key,
-            "retest_of": self.retest_of,
-            "classification": self.classification,
-            "reason": self.reason,
-            "result": self.result,
-            "lines": self.lines,
-            "exit_status": self.exit_status,
-            "signal": self.signal,
-            "started": self.started_ts,
-            "finished": self.finished_ts,
-        }
-
-
-@dataclass
-class Application:
-    id: int
-    remedy: str
-    hypothesis: str | None
-    target: str
-    files: list[dict[str, Any]]
-    applied_ts: float
-    active: bool = True
-    verifications: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def digest(self) -> str:
-        return self.remedy + ":" + ",".join(sorted(f.get("after_sha", "") for f in self.files))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "remedy": self.remedy,
-            "hypothesis": self.hypothesis,
-            "target": self.target,
-            "files": [{k: v for k, v in f.items() if k not in ("before", "after")} for f in self.files],
-            "active": self.active,
-            "verifications": self.verifications,
-        }
-
-
-@dataclass(frozen=True)
-class Flag:
-    kind: str  # "circular-retest" | "oscillation" | "revisit"
-    seq: int
-    ts: float
-    target: str
-    message: str
-    run: int | None = None
-    earlier: int | None = None
-    hypothesis: str | None = None
-    component: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-@dataclass(frozen=True)
-class PreRunCheck:
-    """What the model says before a run: is it a retest, does it revisit a refuted idea."""
-
-    check_key: str
-    expected_state: str | None
-    retest_of: RunInfo | None = None
-    revisits: tuple[str, ...] = ()
-
-    @property
-    def flagged(self) -> bool:
-        return self.retest_of is not None or bool(self.revisits)
 
 
 @contextlib.contextmanager
@@ -191,7 +64,8 @@ class InvestigationState:
         self.flags: list[Flag] = []
         self.notes: list[dict[str, Any]] = []
         self.baselines: dict[str, int] = {}  # target -> run id
-        self.evidence: dict[str, list[dict[str, Any]]] = {}  # hypothesis -> entries
+        self.evidence: dict[str, list[Evidence]] = {}  # hypothesis -> its evidence, in order
+        self._by_run: dict[int, list[Evidence]] = {}  # run -> its verdicts, in order
         self.user_links: list[tuple[str, str, str]] = []
         self._by_check: dict[tuple[str, str], int] = {}  # (check key, state key) -> latest run
         self._counts: dict[str, dict[str, int]] = {}  # hypothesis -> verdict -> n
@@ -200,19 +74,19 @@ class InvestigationState:
         self._history: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (target, part)
         self._refuted_at: dict[str, str | None] = {}  # hypothesis -> state key of refuting run
         self._handlers: dict[str, Callable[[Event], None]] = {
-            "investigation.created": self._created,
-            "symptom.added": self._symptom,
-            "hypothesis.added": self._hypothesis,
-            "link.added": self._link,
-            "run.started": self._run_started,
-            "run.finished": self._run_finished,
-            "evidence.recorded": self._evidence,
-            "remedy.applied": self._applied,
-            "remedy.reverted": self._reverted,
-            "application.verified": self._verified,
-            "flag.raised": self._flag,
-            "note.added": self._note,
-            "baseline.marked": self._baseline,
+            EventKind.INVESTIGATION_CREATED: self._created,
+            EventKind.SYMPTOM_ADDED: self._symptom,
+            EventKind.HYPOTHESIS_ADDED: self._hypothesis,
+            EventKind.LINK_ADDED: self._link,
+            EventKind.RUN_STARTED: self._run_started,
+            EventKind.RUN_FINISHED: self._run_finished,
+            EventKind.EVIDENCE_RECORDED: self._evidence,
+            EventKind.REMEDY_APPLIED: self._applied,
+            EventKind.REMEDY_REVERTED: self._reverted,
+            EventKind.APPLICATION_VERIFIED: self._verified,
+            EventKind.FLAG_RAISED: self._flag,
+            EventKind.NOTE_ADDED: self._note,
+            EventKind.BASELINE_MARKED: self._baseline,
         }
 
     # ---------------------------------------------------------------- folding
@@ -342,14 +216,17 @@ class InvestigationState:
 
     def _evidence(self, e: Event) -> None:
         d = e.data
-        entry = {
-            "run": d["run"],
-            "verdict": d["verdict"],
-            "rule": d.get("rule", ""),
-            "fields": d.get("fields", {}),
-            "seq": e.seq,
-        }
+        entry = Evidence(
+            run=d["run"],
+            hypothesis=d["hypothesis"],
+            verdict=d["verdict"],
+            rule=d.get("rule", ""),
+            fields=d.get("fields", {}),
+            seq=e.seq,
+            state_key=self.runs[d["run"]].state_key if d["run"] in self.runs else None,
+        )
         self.evidence.setdefault(d["hypothesis"], []).append(entry)
+        self._by_run.setdefault(d["run"], []).append(entry)
         counts = self._counts.setdefault(d["hypothesis"], {"supports": 0, "refutes": 0, "inconclusive": 0})
         counts[d["verdict"]] += 1
         self._edge(f"run:{d['run']}", f"hyp:{d['hypothesis']}", "evidence", verdict=d["verdict"])
@@ -422,6 +299,14 @@ class InvestigationState:
 
     def testing(self, probe: str) -> list[str]:
         return [h.id for h in self.hypotheses.values() if any(t.probe == probe for t in h.probes)]
+
+    def verdicts_for(self, run: int) -> list[Evidence]:
+        """What run #*run* said about each hypothesis it tested, in the order it was judged."""
+        return list(self._by_run.get(run, ()))
+
+    def supporting_runs(self, hypothesis: str) -> list[RunInfo]:
+        """The runs whose evidence supports *hypothesis*, oldest first."""
+        return [self.runs[e.run] for e in self.evidence.get(hypothesis, []) if e.verdict == "supports"]
 
     def evidence_counts(self, hypothesis: str) -> dict[str, int]:
         return dict(self._counts.get(hypothesis, {"supports": 0, "refutes": 0, "inconclusive": 0}))

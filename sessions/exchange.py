@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import Event, InvestigationState
+from sleuth.hypotheses import Event, EventKind, InvestigationState
 
 from .errors import ExchangeError
 from .redact import Redactor
@@ -40,7 +40,7 @@ FORMAT = "sleuth-session"
 def export_session(store: Store, upto: int | None = None) -> dict[str, Any]:
     """Events (up to *upto*) and every run's captured output, as stored."""
     events = list(store.events(upto))
-    runs = sorted({int(e.data["run"]) for e in events if e.kind == "run.started"})
+    runs = sorted({int(e.data["run"]) for e in events if e.kind == EventKind.RUN_STARTED})
     outputs: dict[str, Any] = {}
     for run in runs:
         chunks = [[stream, ts, base64.b64encode(data).decode("ascii")] for stream, ts, data in store.output_chunks(run)]

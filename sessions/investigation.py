@@ -11,7 +11,6 @@ Exceptions:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,16 @@ from typing import Any
 from sleuth.hypotheses import (
     LINK_KINDS,
     Catalog,
+    EventKind,
     HypothesisDef,
     InvestigationState,
     PreRunCheck,
     ProbeTest,
     RunInfo,
     component_keys,
+    describe_check,
+    describe_retest,
+    describe_revisit,
     judge,
     result_fields,
     state_key_of_parts,
@@ -46,14 +49,6 @@ class RunStart:
     check: PreRunCheck
 
 
-def _ago(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s ago"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min ago"
-    return f"{seconds / 3600:.1f} h ago"
-
-
 class Investigation:
     """An investigation backed by one session file."""
 
@@ -66,7 +61,7 @@ class Investigation:
     @classmethod
     def create(cls, path: Path | str, title: str, catalog: Catalog, redactor: Redactor | None = None) -> Investigation:
         inv = cls(Store.create(path, redactor), InvestigationState())
-        inv._record("investigation.created", {"title": title})
+        inv._record(EventKind.INVESTIGATION_CREATED, {"title": title})
         inv.sync_catalog(catalog)
         return inv
 
@@ -125,7 +120,7 @@ class Investigation:
                 continue
             if have is not None and have.source == "session":
                 continue  # the user's own in this session wins over a file of the same id
-            self._record("hypothesis.added", new)
+            self._record(EventKind.HYPOTHESIS_ADDED, new)
             changed.append(hyp.id)
         self._catalog = catalog
         return changed
@@ -137,7 +132,7 @@ class Investigation:
         if known is not None and ident in known.symptoms and not (title or text):
             sym = known.symptoms[ident]
             title, text = sym.title, sym.text
-        self._record("symptom.added", {"id": ident, "title": title or ident, "text": text})
+        self._record(EventKind.SYMPTOM_ADDED, {"id": ident, "title": title or ident, "text": text})
 
     def add_hypothesis(
         self,
@@ -167,7 +162,7 @@ class Investigation:
             links=links,
             source="session",
         )
-        self._record("hypothesis.added", hyp.to_dict())
+        self._record(EventKind.HYPOTHESIS_ADDED, hyp.to_dict())
 
     def _need_link(self, kind: str, node_kind: str, ident: str) -> None:
         if kind not in (*LINK_KINDS, "explains"):
@@ -182,7 +177,7 @@ class Investigation:
         self._need_link(kind, "hyp", src)
         self._need_link(kind, "symptom" if kind == "explains" else "hyp", dst)
         prefix = "symptom" if kind == "explains" else "hyp"
-        self._record("link.added", {"src": f"hyp:{src}", "dst": f"{prefix}:{dst}", "kind": kind})
+        self._record(EventKind.LINK_ADDED, {"src": f"hyp:{src}", "dst": f"{prefix}:{dst}", "kind": kind})
 
     def add_note(self, text: str, about: str | None = None) -> None:
         if not text.strip():
@@ -193,7 +188,7 @@ class Investigation:
             and not (about.startswith("#") and about[1:].isdigit() and int(about[1:]) in self.state.runs)
         ):
             raise InvestigationError(f"a note can be about a hypothesis id or a run (#N); {about!r} is neither")
-        self._record("note.added", {"text": text, "about": about})
+        self._record(EventKind.NOTE_ADDED, {"text": text, "about": about})
 
     def mark_baseline(self, run: int) -> None:
         info = self._run(run)
@@ -201,7 +196,7 @@ class Investigation:
             raise InvestigationError(
                 f"run #{run} is {info.classification or 'still running'}; only a completed run can be a baseline"
             )
-        self._record("baseline.marked", {"run": run, "target": info.target})
+        self._record(EventKind.BASELINE_MARKED, {"run": run, "target": info.target})
 
     def baseline(self, target: str) -> RunInfo | None:
         run = self.state.baselines.get(target)
@@ -218,22 +213,9 @@ class Investigation:
         self._catch_up()
         return self.state.check_before_run(probe, params, target)
 
-    def describe_retest(self, check: PreRunCheck, now: float | None = None) -> str:
-        earlier = check.retest_of
-        if earlier is None:
-            return ""
-        now = time.time() if now is None else now
-        verdicts = [
-            f"{e['verdict']} {h}"
-            for h, entries in self.state.evidence.items()
-            for e in entries
-            if e["run"] == earlier.id
-        ]
-        said = "; ".join(verdicts) if verdicts else earlier.reason or "no evidence"
-        return (
-            f"this repeats #{earlier.id} ({earlier.probe} on {earlier.target}, {_ago(now - earlier.started_ts)}) "
-            f"in the same state (same environment, code, caches and remedies): it was {earlier.classification} — {said}"
-        )
+    def describe_check(self, check: PreRunCheck, now: float | None = None) -> str:
+        """What is flagged about *check*, in the words every front end uses."""
+        return describe_check(self.state, check, now)
 
     def begin_run(self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe") -> RunStart:
         """Record the start of a run; flags a circular retest or revisit first, as events."""
@@ -241,28 +223,28 @@ class Investigation:
         run = self.state.next_run_id()
         if check.retest_of is not None:
             self._record(
-                "flag.raised",
+                EventKind.FLAG_RAISED,
                 {
                     "flag": "circular-retest",
                     "run": run,
                     "earlier": check.retest_of.id,
                     "target": target,
-                    "message": self.describe_retest(check),
+                    "message": describe_retest(self.state, check),
                 },
             )
         for hyp in check.revisits:
             self._record(
-                "flag.raised",
+                EventKind.FLAG_RAISED,
                 {
                     "flag": "revisit",
                     "run": run,
                     "hypothesis": hyp,
                     "target": target,
-                    "message": f"{hyp} was refuted in this same state and nothing new has been learned since",
+                    "message": describe_revisit(hyp),
                 },
             )
         self._record(
-            "run.started",
+            EventKind.RUN_STARTED,
             {
                 "run": run,
                 "probe": probe,
@@ -280,14 +262,14 @@ class Investigation:
         """The user chose not to repeat a check: that is worth a line in the postmortem too."""
         if check.retest_of is not None:
             self._record(
-                "flag.raised",
+                EventKind.FLAG_RAISED,
                 {
                     "flag": "circular-retest",
                     "run": None,
                     "earlier": check.retest_of.id,
                     "target": target,
                     "declined": True,
-                    "message": self.describe_retest(check) + "; not run again",
+                    "message": describe_retest(self.state, check) + "; not run again",
                 },
             )
 
@@ -328,10 +310,10 @@ class Investigation:
             parts = component_keys(state)
             finished["state_parts"] = parts
             finished["state_key"] = state_key_of_parts(parts, info.remedies)
-        self._record("run.finished", finished, ts)
+        self._record(EventKind.RUN_FINISHED, finished, ts)
         for part, earlier, previous in self.state.oscillations(run):
             self._record(
-                "flag.raised",
+                EventKind.FLAG_RAISED,
                 {
                     "flag": "oscillation",
                     "run": run,
@@ -360,12 +342,12 @@ class Investigation:
                 # Under a remedy for it, a clean run is the fix working, not a refutation.
                 for app in remedies:
                     self._record(
-                        "application.verified",
+                        EventKind.APPLICATION_VERIFIED,
                         {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "fixed"},
                     )
                 continue
             self._record(
-                "evidence.recorded",
+                EventKind.EVIDENCE_RECORDED,
                 {
                     "run": info.id,
                     "hypothesis": hyp_id,
@@ -377,7 +359,7 @@ class Investigation:
             if remedies and verdict.verdict == "supports":
                 for app in remedies:
                     self._record(
-                        "application.verified",
+                        EventKind.APPLICATION_VERIFIED,
                         {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "not_fixed"},
                     )
 
@@ -391,7 +373,7 @@ class Investigation:
             raise InvestigationError(f"unknown hypothesis {hypothesis!r}")
         app = self.state.next_application_id()
         self._record(
-            "remedy.applied",
+            EventKind.REMEDY_APPLIED,
             {"application": app, "remedy": remedy, "hypothesis": hypothesis, "target": target, "files": files},
         )
         return app
@@ -402,7 +384,7 @@ class Investigation:
             raise InvestigationError(f"no remedy application #{application}")
         if not app.active:
             raise InvestigationError(f"application #{application} ({app.remedy}) was already reverted")
-        self._record("remedy.reverted", {"application": application})
+        self._record(EventKind.REMEDY_REVERTED, {"application": application})
 
     # ------------------------------------------------------------ views
 

@@ -113,9 +113,7 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
 
     lines += ["## Timeline", "", "| time | event | target | outcome |", "|---|---|---|---|"]
     for run in st.runs.values():
-        verdicts = "; ".join(
-            f"{e['verdict']} {h}" for h, entries in st.evidence.items() for e in entries if e["run"] == run.id
-        )
+        verdicts = "; ".join(str(e) for e in st.verdicts_for(run.id))
         link = f" ([output]({outputs[run.id]}))" if run.id in outputs else ""
         retest = f" ⟲ retest of #{run.retest_of}" if run.retest_of else ""
         lines.append(
@@ -143,9 +141,9 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             continue
         lines += ["| run | probe | classification | key fields | verdict |", "|---|---|---|---|---|"]
         for e in entries:
-            run = st.runs[e["run"]]
-            fields = ", ".join(f"{k}={v}" for k, v in sorted(e["fields"].items()))
-            lines.append(f"| #{run.id} | {run.probe} | {run.classification} | {_esc(fields)} | **{e['verdict']}** |")
+            run = st.runs[e.run]
+            fields = ", ".join(f"{k}={v}" for k, v in sorted(e.fields.items()))
+            lines.append(f"| #{run.id} | {run.probe} | {run.classification} | {_esc(fields)} | **{e.verdict}** |")
         lines.append("")
 
     lines += ["## Flags", ""]

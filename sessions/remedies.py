@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from sleuth.hypotheses import EventKind
 from sleuth.probes import SshPool, Target, TransportError
 from sleuth.probes.remedies import RemedyError, RemedyPlan, apply_plan, preview, revert_file
 from sleuth.probes.remote_files import ORIGINAL_SUFFIX, read_file, remote_path, write_file
@@ -43,7 +44,7 @@ def plan_remedy(inv: Investigation, remedy: str, path: Path | str, target: str =
         note = f"Shapes recorded by sleuth's fx-trace-state probe (run #{run})." if run else ""
     plan = preview(remedy, path, shapes=shapes, source_note=note)
     inv._record(
-        "remedy.previewed",
+        EventKind.REMEDY_PREVIEWED,
         {"remedy": remedy, "path": str(Path(path).resolve()), "before_sha": plan.before_sha, "after_sha": plan.after_sha,
          "blocked": plan.blocked},
     )
@@ -53,7 +54,7 @@ def plan_remedy(inv: Investigation, remedy: str, path: Path | str, target: str =
 def _last_preview(inv: Investigation, remedy: str, path: str) -> dict[str, Any] | None:
     found = None
     for event in inv.store.events():
-        if event.kind == "remedy.previewed" and event.data["remedy"] == remedy and event.data["path"] == path:
+        if event.kind == EventKind.REMEDY_PREVIEWED and event.data["remedy"] == remedy and event.data["path"] == path:
             found = event.data
     return found
 

@@ -52,12 +52,7 @@ class RunReport:
             "bytes": self.outcome.bytes,
             "output": self.output,
             "retest_of": info.retest_of,
-            "evidence": [
-                {"hypothesis": h, "verdict": e["verdict"]}
-                for h, entries in inv.state.evidence.items()
-                for e in entries
-                if e["run"] == self.run
-            ],
+            "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in inv.state.verdicts_for(self.run)],
             "seconds": round(self.outcome.seconds, 3),
         }
 
@@ -99,9 +94,7 @@ async def run_probe(
     """Run *request* on *target* and record it; CircularRetest first unless *force*."""
     check = inv.check_before_run(request.probe, request.params, target.name)
     if check.flagged and not force:
-        parts = [inv.describe_retest(check)] if check.retest_of else []
-        parts += [f"{h} was refuted in this same state" for h in check.revisits]
-        raise CircularRetest("; ".join(parts), check)
+        raise CircularRetest(inv.describe_check(check), check)
     start = inv.begin_run(request.probe, request.params, target.name, kind=request.kind)
     if on_start:
         on_start(start.run)

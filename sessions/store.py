@@ -189,6 +189,7 @@ class Store:
         if self.readonly:
             raise StoreError(f"{self.path}: opened read-only (replay); nothing can be added")
         ts = time.time() if ts is None else ts
+        kind = str(kind)  # an EventKind is stored as its plain value
         clean = self.redactor.redact_keys(data)
         dumped = json.dumps(clean, sort_keys=True, separators=(",", ":"))
         payload = self.redactor.redact_text(dumped)  # secret values anywhere in the event

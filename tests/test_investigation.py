@@ -101,7 +101,7 @@ def test_circular_retest_is_flagged_and_state_changes_clear_it(inv):
     first = record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s)
     check = inv.check_before_run("env-fingerprint", {}, "local")
     assert check.retest_of is not None and check.retest_of.id == first
-    assert "repeats #1" in inv.describe_retest(check)
+    assert "repeats #1" in inv.describe_check(check)
     second = record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s)
     flags = [f for f in inv.state.flags if f.kind == "circular-retest"]
     assert [(f.run, f.earlier) for f in flags] == [(second, first)]

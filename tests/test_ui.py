@@ -88,7 +88,7 @@ async def test_run_a_probe_see_output_and_classification_then_the_retest_questio
         assert any(line.startswith("⟨record⟩ ") and '"kind": "result"' in line for line in shown)
         timeline = app.screen.query_one("#timeline", OptionList)
         assert "#1 cache-inventory" in str(timeline.get_option_at_index(timeline.option_count - 1).prompt)
-        assert st.evidence["cache-invalidation"][0]["run"] == 1  # the run gave evidence
+        assert st.evidence["cache-invalidation"][0].run == 1  # the run gave evidence
 
         # the same probe again, nothing changed: the modal says which run it repeats
         await select(pilot, "probe", "cache-inventory", "cache-invalidation")
@@ -112,7 +112,7 @@ async def test_run_a_probe_see_output_and_classification_then_the_retest_questio
         assert st.runs[2].retest_of == 1 and st.runs[2].classification == "completed"
         # the same check in the same state; and a revisit too where run #1 refuted the hypothesis
         # (it does when this machine's compile caches are warm, not on a fresh one)
-        refuted_first = any(e["verdict"] == "refutes" for e in st.evidence["cache-invalidation"] if e["run"] == 1)
+        refuted_first = any(e.verdict == "refutes" for e in st.verdicts_for(1) if e.hypothesis == "cache-invalidation")
         expected = {"circular-retest", "revisit"} if refuted_first else {"circular-retest"}
         assert {f.kind for f in st.flags if f.run == 2} == expected
         assert "⚑ circular-retest" in "".join(

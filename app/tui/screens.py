@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import Event, InvestigationState
+from sleuth.hypotheses import Event, EventKind, InvestigationState
 from sleuth.probes.remedies import preview
 from sleuth.sessions import (
     CircularRetest,
@@ -388,9 +388,7 @@ class InvestigationScreen(Screen):
         if not check.flagged:
             self._run_worker(request, False)
             return
-        parts = [self.inv.describe_retest(check, now=self.app.clock())] if check.retest_of else []
-        parts += [f"{h} was refuted in this same state, and nothing new has been learned since" for h in check.revisits]
-        message = "; ".join(parts)
+        message = self.inv.describe_check(check, now=self.app.clock())
         earlier = ""
         if check.retest_of is not None:
             e = check.retest_of
@@ -437,7 +435,7 @@ class InvestigationScreen(Screen):
                 if self.shown_run == finished:
                     view.poll()
         info = self.state.runs[report.run]
-        verdicts = [f"{e['verdict']} {h}" for h, entries in self.state.evidence.items() for e in entries if e["run"] == report.run]
+        verdicts = [str(e) for e in self.state.verdicts_for(report.run)]
         self.notify(f"#{report.run} {info.probe}: {info.classification}" + (" — " + ", ".join(verdicts) if verdicts else ""))
         self.refresh_all()
 
@@ -529,12 +527,10 @@ class InvestigationScreen(Screen):
             return
         self.refresh_all()
         self.notify(f"applied {plan.remedy} to {rel} (application #{app})")
-        supported = [
-            self.state.runs[e["run"]]
-            for entries in self.state.evidence.values()
-            for e in entries
-            if e["verdict"] == "supports"
-        ]
+        supported = sorted(
+            (self.state.runs[e.run] for entries in self.state.evidence.values() for e in entries if e.verdict == "supports"),
+            key=lambda run: run.id,
+        )
         if not supported:
             return
         earlier = supported[-1]
@@ -682,7 +678,7 @@ class ReplayScreen(InvestigationScreen, inherit_bindings=False):  # no run / rem
             said = e.data.get("message") or e.data.get("title") or e.data.get("text") or e.data.get("probe") or ""
             if said:
                 text.append(f' "{str(said)[:70]}"', style="italic")
-            if e.kind == "flag.raised":
+            if e.kind == EventKind.FLAG_RAISED:
                 text.append(" ⚑", style="bold yellow")
         text.append(" ▶", style="bold")
         text.append("   ← → step · [ ] flags · home end", style="dim")
@@ -712,7 +708,7 @@ class ReplayScreen(InvestigationScreen, inherit_bindings=False):  # no run / rem
         self._go(len(self.events) if k < 0 else k)
 
     def action_flag(self, direction: int) -> None:
-        flagged = [i + 1 for i, e in enumerate(self.events) if e.kind == "flag.raised"]
+        flagged = [i + 1 for i, e in enumerate(self.events) if e.kind == EventKind.FLAG_RAISED]
         if direction > 0:
             after = [k for k in flagged if k > self.at]
             if after:

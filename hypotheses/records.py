@@ -1,0 +1,179 @@
+"""The records the investigation is made of: events and their kinds, runs, evidence,
+remedy applications, flags, and what is known before a run. Plain dataclasses, no logic
+beyond their own fields; the fold (model.py) builds them, every layer above reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "Application",
+    "Event",
+    "EventKind",
+    "Evidence",
+    "Flag",
+    "PreRunCheck",
+    "RunInfo",
+    "STATUSES",
+    "STATUS_GLYPHS",
+    "VERDICTS",
+]
+
+STATUSES = ("open", "supported", "refuted", "confirmed", "inconclusive")
+STATUS_GLYPHS = {"open": "○", "supported": "●", "refuted": "✓", "confirmed": "★", "inconclusive": "?"}
+VERDICTS = ("supports", "refutes", "inconclusive")
+
+
+class EventKind(StrEnum):
+    """Every kind of event a session holds (the value is what the store keeps)."""
+
+    INVESTIGATION_CREATED = "investigation.created"
+    SYMPTOM_ADDED = "symptom.added"
+    HYPOTHESIS_ADDED = "hypothesis.added"
+    LINK_ADDED = "link.added"
+    RUN_STARTED = "run.started"
+    RUN_FINISHED = "run.finished"
+    EVIDENCE_RECORDED = "evidence.recorded"
+    REMEDY_PREVIEWED = "remedy.previewed"
+    REMEDY_APPLIED = "remedy.applied"
+    REMEDY_REVERTED = "remedy.reverted"
+    APPLICATION_VERIFIED = "application.verified"
+    FLAG_RAISED = "flag.raised"
+    NOTE_ADDED = "note.added"
+    BASELINE_MARKED = "baseline.marked"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One verdict of one run on one hypothesis, with the result fields its rule read."""
+
+    run: int
+    hypothesis: str
+    verdict: str  # supports | refutes | inconclusive
+    rule: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+    seq: int = 0
+    state_key: str | None = None  # the state of the run that gave it
+
+    def __str__(self) -> str:
+        return f"{self.verdict} {self.hypothesis}"
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    ts: float
+    kind: str
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "ts": self.ts, "kind": self.kind, "data": self.data}
+
+
+@dataclass
+class RunInfo:
+    id: int
+    probe: str
+    params: dict[str, Any]
+    target: str
+    kind: str  # "probe" | "script" | "shell"
+    check_key: str
+    started_ts: float
+    started_seq: int
+    remedies: tuple[str, ...] = ()
+    retest_of: int | None = None
+    classification: str | None = None
+    reason: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    state: dict[str, Any] | None = None
+    state_key: str | None = None
+    lines: dict[str, int] = field(default_factory=dict)
+    finished_ts: float | None = None
+    finished_seq: int | None = None
+    exit_status: int | None = None
+    signal: str | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.finished_ts is None else self.finished_ts - self.started_ts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "probe": self.probe,
+            "params": self.params,
+            "target": self.target,
+            "kind": self.kind,
+            "check_key": self.check_key,
+            "state_key": self.state_key,
+            "retest_of": self.retest_of,
+            "classification": self.classification,
+            "reason": self.reason,
+            "result": self.result,
+            "lines": self.lines,
+            "exit_status": self.exit_status,
+            "signal": self.signal,
+            "started": self.started_ts,
+            "finished": self.finished_ts,
+        }
+
+
+@dataclass
+class Application:
+    id: int
+    remedy: str
+    hypothesis: str | None
+    target: str
+    files: list[dict[str, Any]]
+    applied_ts: float
+    active: bool = True
+    verifications: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return self.remedy + ":" + ",".join(sorted(f.get("after_sha", "") for f in self.files))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "remedy": self.remedy,
+            "hypothesis": self.hypothesis,
+            "target": self.target,
+            "files": [{k: v for k, v in f.items() if k not in ("before", "after")} for f in self.files],
+            "active": self.active,
+            "verifications": self.verifications,
+        }
+
+
+@dataclass(frozen=True)
+class Flag:
+    kind: str  # "circular-retest" | "oscillation" | "revisit"
+    seq: int
+    ts: float
+    target: str
+    message: str
+    run: int | None = None
+    earlier: int | None = None
+    hypothesis: str | None = None
+    component: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class PreRunCheck:
+    """What the model says before a run: is it a retest, does it revisit a refuted idea."""
+
+    check_key: str
+    expected_state: str | None
+    retest_of: RunInfo | None = None
+    revisits: tuple[str, ...] = ()
+
+    @property
+    def flagged(self) -> bool:
+        return self.retest_of is not None or bool(self.revisits)

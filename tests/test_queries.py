@@ -1,0 +1,76 @@
+"""Typed queries on the folded state, tested without the app (posting's model-method tests):
+the verdicts of a run, the runs that support a hypothesis, the sentence every front end uses
+before a repeated check, and the event kinds as the store keeps them."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import env_state, record_run
+from sleuth.hypotheses import (
+    STATUS_GLYPHS,
+    STATUSES,
+    EventKind,
+    Evidence,
+    InvestigationState,
+    describe_check,
+)
+
+RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37,
+             "errors_total": 37, "control_fx_trace_errors": 0}
+
+
+def test_verdicts_for_a_run_are_its_evidence_in_judging_order(inv):
+    s = env_state()
+    fp = record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s)
+    race = record_run(inv, "compile-race", RACE_FAIL, s)
+    verdicts = inv.state.verdicts_for(race)
+    assert [str(e) for e in verdicts] == ["supports compile-race", "supports concurrent-fx-trace"]
+    assert all(isinstance(e, Evidence) and e.run == race and e.state_key == inv.state.runs[race].state_key
+               for e in verdicts)
+    assert [str(e) for e in inv.state.verdicts_for(fp)] == ["inconclusive version-drift"]
+    assert inv.state.verdicts_for(99) == []
+    assert [r.id for r in inv.state.supporting_runs("compile-race")] == [race]
+    assert inv.state.supporting_runs("version-drift") == []
+
+
+def test_describe_check_says_what_repeats_and_what_it_found(inv):
+    s = env_state()
+    inv.mark_baseline(record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s))
+    record_run(inv, "env-fingerprint", {"has_baseline": True, "drift": 0}, s, params={"baseline": 1})
+    check = inv.check_before_run("env-fingerprint", {"baseline": 1}, "local")
+    started = inv.state.runs[2].started_ts
+    text = describe_check(inv.state, check, now=started + 12 * 60)
+    assert text == (
+        "this repeats #2 (env-fingerprint on local, 12 min ago) in the same state (same environment, code, "
+        "caches and remedies): it was completed — refutes version-drift; "
+        "version-drift was refuted in this same state and nothing new has been learned since"
+    )
+    # one wording: the CLI's refusal, the UI's modal and the recorded flag say the same
+    assert inv.describe_check(check, now=started + 12 * 60) == text
+    forced = inv.begin_run("env-fingerprint", {"baseline": 1}, "local")
+    flags = [f for f in inv.state.flags if f.run == forced.run]
+    assert [f.kind for f in flags] == ["circular-retest", "revisit"]
+    assert flags[0].message.startswith("this repeats #2 (env-fingerprint on local, ")
+    assert flags[1].message == "version-drift was refuted in this same state and nothing new has been learned since"
+
+
+def test_nothing_to_say_about_a_fresh_check(inv):
+    check = inv.check_before_run("compile-race", {}, "local")
+    assert not check.flagged and describe_check(inv.state, check) == ""
+
+
+def test_event_kinds_are_the_strings_in_the_store(inv):
+    record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, env_state())
+    stored = {row[0] for row in inv.store.conn.execute("SELECT DISTINCT kind FROM events")}
+    assert stored <= {k.value for k in EventKind}
+    assert {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.EVIDENCE_RECORDED} <= stored
+    assert json.dumps({"kind": EventKind.NOTE_ADDED}) == '{"kind": "note.added"}'
+    # and the fold knows each kind it is handed (remedy.previewed only informs the remedy flow)
+    handled = set(InvestigationState()._handlers)
+    assert handled == {k for k in EventKind} - {EventKind.REMEDY_PREVIEWED}
+
+
+def test_every_status_has_one_glyph():
+    assert set(STATUS_GLYPHS) == set(STATUSES)
+    assert len(set(STATUS_GLYPHS.values())) == len(STATUSES)
