@@ -13,11 +13,8 @@ from sleuth.sessions import (
     RemedyError,
     Workspace,
     apply_remedy,
-    apply_remote,
     plan_remedy,
-    plan_remote,
     revert_remedy,
-    revert_remote,
 )
 
 __all__ = ["add_remedy_commands"]
@@ -34,9 +31,9 @@ def _shapes(args: argparse.Namespace) -> list | None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     catalog = Workspace(".").catalog()
-    for name, what in REMEDIES.items():
+    for name, remedy in REMEDIES.items():
         hyps = [h.id for h in catalog.hypotheses.values() if name in h.remedies]
-        print(f"{name:<11} {what}\n{'':<11} addresses: {', '.join(hyps)}")
+        print(f"{name:<11} {remedy.summary}\n{'':<11} addresses: {', '.join(hyps)}")
     return 0
 
 
@@ -59,39 +56,24 @@ def _show(plan, as_json: bool) -> None:
         print(plan.diff, end="")
 
 
-def _target(ws: Workspace, name: str):
-    target = load_config(ws.config_path).target(name)
-    return None if target.is_local else target
-
-
-def _plan(inv, args: argparse.Namespace, remote):
-    """(plan, remote path or None): a local file, or the remote one fetched for preview."""
-    if remote is None:
-        return plan_remedy(inv, args.name, args.path, args.target, _shapes(args)), None
-    return plan_remote(inv, args.name, remote, args.path, _shapes(args))
-
-
 def cmd_preview(args: argparse.Namespace) -> int:
     ws = Workspace(".")
-    remote = _target(ws, args.target)
+    target = load_config(ws.config_path).target(args.target)
     with ws.open(args.session) as inv:
-        plan, _rpath = _plan(inv, args, remote)
+        plan = plan_remedy(inv, args.name, args.path, target, _shapes(args))
         _show(plan, args.json)
     return 2 if plan.blocked else 0
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
     ws = Workspace(".")
-    remote = _target(ws, args.target)
+    target = load_config(ws.config_path).target(args.target)
     with ws.open(args.session) as inv:
-        plan, rpath = _plan(inv, args, remote)
+        plan = plan_remedy(inv, args.name, args.path, target, _shapes(args))
         if plan.blocked:
             _show(plan, False)
             raise RemedyError(f"{args.name} not applied to {args.path}")
-        if remote is None:
-            app = apply_remedy(inv, plan, args.target, args.hypothesis)
-        else:
-            app = apply_remote(inv, plan, remote, rpath, args.hypothesis)
+        app = apply_remedy(inv, plan, target, args.hypothesis)
         if app is None:
             print(f"{args.path}: {args.name} is already applied; nothing changed")
         else:
@@ -102,9 +84,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def cmd_revert(args: argparse.Namespace) -> int:
     ws = Workspace(".")
-    remote = _target(ws, args.target)
+    target = load_config(ws.config_path).target(args.target)
     with ws.open(args.session) as inv:
-        app = revert_remedy(inv, args.path) if remote is None else revert_remote(inv, remote, args.path)
+        app = revert_remedy(inv, args.path, target)
         print(f"reverted application #{app} on {args.path}: the original bytes are back")
     return 0
 

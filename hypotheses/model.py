@@ -62,6 +62,7 @@ class InvestigationState:
         self.runs: dict[int, RunInfo] = {}
         self.applications: dict[int, Application] = {}
         self.flags: list[Flag] = []
+        self.previews: dict[tuple[str, str], dict[str, Any]] = {}  # (remedy, file) -> latest preview
         self.notes: list[dict[str, Any]] = []
         self.baselines: dict[str, int] = {}  # target -> run id
         self.evidence: dict[str, list[Evidence]] = {}  # hypothesis -> its evidence, in order
@@ -81,6 +82,7 @@ class InvestigationState:
             EventKind.RUN_STARTED: self._run_started,
             EventKind.RUN_FINISHED: self._run_finished,
             EventKind.EVIDENCE_RECORDED: self._evidence,
+            EventKind.REMEDY_PREVIEWED: self._previewed,
             EventKind.REMEDY_APPLIED: self._applied,
             EventKind.REMEDY_REVERTED: self._reverted,
             EventKind.APPLICATION_VERIFIED: self._verified,
@@ -233,6 +235,10 @@ class InvestigationState:
         if d["verdict"] == "refutes":
             self._refuted_at[d["hypothesis"]] = self.runs[d["run"]].state_key
 
+    def _previewed(self, e: Event) -> None:
+        d = e.data
+        self.previews[(d["remedy"], d["path"])] = {**d, "seq": e.seq}
+
     def _applied(self, e: Event) -> None:
         d = e.data
         app = Application(
@@ -286,6 +292,10 @@ class InvestigationState:
 
     def next_application_id(self) -> int:
         return len(self.applications) + 1
+
+    def last_preview(self, remedy: str, path: str) -> dict[str, Any] | None:
+        """The latest recorded preview of *remedy* on the file *path* (before/after sha, blocked)."""
+        return self.previews.get((remedy, path))
 
     def active_remedies(self, target: str) -> tuple[str, ...]:
         return tuple(sorted(a.digest for a in self.applications.values() if a.active and a.target == target))

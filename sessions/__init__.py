@@ -23,13 +23,13 @@ from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
 from .remedies import (
     RemedyError,
+    addressed_hypothesis,
     apply_remedy,
-    apply_remote,
     latest_shapes,
     plan_remedy,
-    plan_remote,
+    remedy_file,
     revert_remedy,
-    revert_remote,
+    run_to_verify,
 )
 from .runs import RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
 from .store import STREAMS, CaptureWriter, OutputLine, Store
@@ -44,10 +44,10 @@ __all__ = [
     "CaptureWriter",
     "CircularRetest",
     "RemedyError",
+    "addressed_hypothesis",
     "apply_remedy",
-    "apply_remote",
-    "plan_remote",
-    "revert_remote",
+    "remedy_file",
+    "run_to_verify",
     "latest_shapes",
     "plan_remedy",
     "revert_remedy",

@@ -378,6 +378,13 @@ class Investigation:
         )
         return app
 
+    def record_preview(self, remedy: str, path: str, before_sha: str, after_sha: str, blocked: list[str]) -> None:
+        """Record that *remedy* was previewed on *path* (a file key), as the diff showed it."""
+        self._record(
+            EventKind.REMEDY_PREVIEWED,
+            {"remedy": remedy, "path": path, "before_sha": before_sha, "after_sha": after_sha, "blocked": blocked},
+        )
+
     def record_revert(self, application: int) -> None:
         app = self.state.applications.get(application)
         if app is None:

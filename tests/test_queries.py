@@ -66,11 +66,39 @@ def test_event_kinds_are_the_strings_in_the_store(inv):
     assert stored <= {k.value for k in EventKind}
     assert {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.EVIDENCE_RECORDED} <= stored
     assert json.dumps({"kind": EventKind.NOTE_ADDED}) == '{"kind": "note.added"}'
-    # and the fold knows each kind it is handed (remedy.previewed only informs the remedy flow)
-    handled = set(InvestigationState()._handlers)
-    assert handled == {k for k in EventKind} - {EventKind.REMEDY_PREVIEWED}
+    # and the fold knows every kind there is
+    assert set(InvestigationState()._handlers) == set(EventKind)
 
 
 def test_every_status_has_one_glyph():
     assert set(STATUS_GLYPHS) == set(STATUSES)
     assert len(set(STATUS_GLYPHS.values())) == len(STATUSES)
+
+
+def test_the_catalog_says_what_each_remedy_addresses(inv):
+    from sleuth.sessions import addressed_hypothesis
+
+    assert addressed_hypothesis(inv.state, "lock") == "compile-race"  # both refinements list it: the parent
+    assert addressed_hypothesis(inv.state, "precompile") == "concurrent-compile"  # only this refinement does
+    assert addressed_hypothesis(inv.state, "no-such-remedy") is None
+
+
+def test_the_run_to_verify_a_remedy_is_the_latest_supporting_one(inv):
+    from sleuth.sessions import run_to_verify
+
+    s = env_state()
+    assert run_to_verify(inv.state, "local") is None
+    first = record_run(inv, "compile-race", RACE_FAIL, s)
+    record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s)
+    assert run_to_verify(inv.state, "local").id == first
+    assert run_to_verify(inv.state, "ct200") is None  # another target's reproduction does not verify this one
+    again = record_run(inv, "compile-race", RACE_FAIL, env_state(code="c1"))
+    assert run_to_verify(inv.state, "local").id == again
+
+
+def test_a_recorded_preview_is_part_of_the_fold(inv):
+    inv.record_preview("lock", "/code/model.py", "aa", "bb", [])
+    assert inv.state.last_preview("lock", "/code/model.py")["before_sha"] == "aa"
+    replayed = InvestigationState.fold(inv.store.events())
+    assert replayed.last_preview("lock", "/code/model.py")["after_sha"] == "bb"
+    assert replayed.last_preview("precompile", "/code/model.py") is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from sleuth.probes.remedies import RemedyError, apply_plan, preview, revert_file
+from sleuth.probes.remedies import RemedyError, apply_plan, preview, revert
 from sleuth.probes.remedies.lock import lock_transform
 
 
@@ -131,7 +131,7 @@ def test_apply_is_atomic_idempotent_and_revert_is_byte_identical(tmp_path):
     again = preview("lock", path)
     assert not again.changes and not again.blocked  # applying twice changes nothing
     assert apply_plan(again).get("unchanged")
-    revert_file(path, original, record["after_sha"])
+    revert(path, original, record["after_sha"])
     assert path.read_bytes() == original
 
 
@@ -151,7 +151,7 @@ def test_revert_refuses_a_file_edited_after_the_remedy(tmp_path):
     record = apply_plan(preview("lock", path))
     path.write_text(path.read_text() + "# user edit\n")
     with pytest.raises(RemedyError, match="changed since the remedy was applied"):
-        revert_file(path, original, record["after_sha"])
+        revert(path, original, record["after_sha"])
 
 
 def test_precompile_needs_shapes_and_a_thread_start(tmp_path):

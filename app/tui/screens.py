@@ -16,16 +16,17 @@ from typing import Any
 
 from rich.text import Text
 from sleuth.hypotheses import Event, EventKind, InvestigationState
-from sleuth.probes.remedies import preview
 from sleuth.sessions import (
     CircularRetest,
     Investigation,
     InvestigationError,
     apply_remedy,
     plan_remedy,
+    remedy_file,
     request_for_probe,
     revert_remedy,
     run_probe,
+    run_to_verify,
     write_postmortem,
 )
 from textual import work
@@ -474,10 +475,8 @@ class InvestigationScreen(Screen):
                 timeout=10,
             )
             return
-        active = [
-            (a, f["path"]) for a in self.state.applications.values() if a.active and a.remedy == remedy for f in a.files
-        ]
-        path = Path(active[-1][1]) if active else self._find_file(remedy)
+        active = any(a.active and a.remedy == remedy for a in self.state.applications.values())
+        path = remedy_file(self.state, remedy, self._code_dir())
         if path is None:
             self.notify(f"no file under {self._code_dir()} that {remedy} would change", severity="warning")
             return
@@ -503,19 +502,6 @@ class InvestigationScreen(Screen):
 
         self.app.push_screen(RemedyDialog(remedy, rel, plan.diff, notes, list(plan.blocked), bool(active)), chosen)
 
-    def _find_file(self, remedy: str) -> Path | None:
-        """The first Python file of the target's code that the remedy would change."""
-        for path in sorted(self._code_dir().rglob("*.py")):
-            if any(part.startswith(".") or part == "__pycache__" for part in path.parts):
-                continue
-            try:
-                plan = preview(remedy, path, shapes=[] if remedy == "precompile" else None)
-            except ProbesError:  # not UTF-8, does not parse, unreadable: not a file to remedy
-                continue
-            if plan.findings and (plan.after != plan.before or plan.blocked):
-                return path
-        return None
-
     def _apply(self, plan: Any, hyp: str | None, rel: str) -> None:
         try:
             app = apply_remedy(self.inv, plan, self.app.target.name, hyp)
@@ -527,13 +513,9 @@ class InvestigationScreen(Screen):
             return
         self.refresh_all()
         self.notify(f"applied {plan.remedy} to {rel} (application #{app})")
-        supported = sorted(
-            (self.state.runs[e.run] for entries in self.state.evidence.values() for e in entries if e.verdict == "supports"),
-            key=lambda run: run.id,
-        )
-        if not supported:
+        earlier = run_to_verify(self.state, self.app.target.name)
+        if earlier is None:
             return
-        earlier = supported[-1]
 
         def rerun(yes: bool | None) -> None:
             if yes:

@@ -11,13 +11,13 @@ dtypes, devices, grad mode, and the block mask (lengths, block size, mask_mod by
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from .common import COMPILE, FLEX, PARTIAL, PROCESSES, THREADS, Findings, after_imports, line_of, qualified, splice
+from .files import CodeFile
 
 __all__ = ["precompile_transform"]
 
@@ -155,7 +155,7 @@ class _Insert(cst.CSTTransformer):
         return super().on_leave(original, updated)
 
 
-def precompile_transform(source: str, path: Path, shapes: list[dict[str, Any]], source_note: str = "") -> tuple[str, Findings, dict[str, int]]:
+def precompile_transform(source: str, file: CodeFile, shapes: list[dict[str, Any]], source_note: str = "") -> tuple[str, Findings, dict[str, int]]:
     findings = Findings()
     module = cst.parse_module(source)
     wrapper = MetadataWrapper(module)
@@ -170,15 +170,15 @@ def precompile_transform(source: str, path: Path, shapes: list[dict[str, Any]], 
     site = {s.get("compiled", "").rpartition(":")[0] for s in shapes} - {""}
     flex_import: tuple[str, str] | None = None
     for modname in sorted(site) + ["__main__"]:
-        if modname in ("__main__", path.stem):
+        if modname in ("__main__", file.path.stem):
             names = _compiled_names(source)
             if names:
                 flex_import = ("", names[0])
                 break
         else:
-            candidate = path.with_name(modname.replace(".", "/") + ".py")
-            if candidate.is_file():
-                names = _compiled_names(candidate.read_text(encoding="utf-8"))
+            text = file.sibling(modname.replace(".", "/") + ".py").read_text()
+            if text is not None:
+                names = _compiled_names(text)
                 if names:
                     flex_import = (modname, names[0])
                     break
