@@ -29,12 +29,12 @@ from .records import (
     STATUS_GLYPHS,
     STATUSES,
     VERDICTS,
-    Application,
     Event,
     EventKind,
     Evidence,
     Flag,
     PreRunCheck,
+    RemedyApplication,
     RunInfo,
 )
 from .rules import Rule, compile_rule
@@ -42,7 +42,7 @@ from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state
 from .verdict import EVIDENCE_CLASSES, Verdict, judge, result_fields
 
 __all__ = [
-    "Application",
+    "RemedyApplication",
     "BUILTIN_DIR",
     "Catalog",
     "CatalogError",

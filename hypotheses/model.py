@@ -20,7 +20,7 @@ from typing import Any
 import networkx as nx
 
 from .catalog import HypothesisDef, SymptomDef
-from .records import Application, Event, EventKind, Evidence, Flag, PreRunCheck, RunInfo
+from .records import Event, EventKind, Evidence, Flag, PreRunCheck, RemedyApplication, RunInfo
 from .state import check_key, component_keys, state_key, state_key_of_parts
 from .verdict import result_fields
 
@@ -60,7 +60,7 @@ class InvestigationState:
         self.symptoms: dict[str, SymptomDef] = {}
         self.hypotheses: dict[str, HypothesisDef] = {}
         self.runs: dict[int, RunInfo] = {}
-        self.applications: dict[int, Application] = {}
+        self.applications: dict[int, RemedyApplication] = {}
         self.flags: list[Flag] = []
         self.previews: dict[tuple[str, str], dict[str, Any]] = {}  # (remedy, file) -> latest preview
         self.notes: list[dict[str, Any]] = []
@@ -241,7 +241,7 @@ class InvestigationState:
 
     def _applied(self, e: Event) -> None:
         d = e.data
-        app = Application(
+        app = RemedyApplication(
             id=d["application"],
             remedy=d["remedy"],
             hypothesis=d.get("hypothesis"),
@@ -321,7 +321,7 @@ class InvestigationState:
     def evidence_counts(self, hypothesis: str) -> dict[str, int]:
         return dict(self._counts.get(hypothesis, {"supports": 0, "refutes": 0, "inconclusive": 0}))
 
-    def fixed_by(self, hypothesis: str) -> Application | None:
+    def fixed_by(self, hypothesis: str) -> RemedyApplication | None:
         """The active application verified to make the symptom stop, if any."""
         for app in self.applications.values():
             if app.active and any(v["hypothesis"] == hypothesis and v["outcome"] == "fixed" for v in app.verifications):

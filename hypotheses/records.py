@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
-    "Application",
+    "RemedyApplication",
     "Event",
     "EventKind",
     "Evidence",
@@ -123,7 +123,7 @@ class RunInfo:
 
 
 @dataclass
-class Application:
+class RemedyApplication:
     id: int
     remedy: str
     hypothesis: str | None

@@ -88,8 +88,11 @@ class Config:
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
-            where = self.path or "sleuth.toml"
-            raise ConfigError(where, 1, 1, f"no target {name!r}; targets: {', '.join(self.targets)}")
+            known = ", ".join(self.targets)
+            if self.path is None:
+                raise ConfigError(None, None, None, f"no target {name!r}: there is no sleuth.toml here, so only "
+                                  f"{known} exists (sleuth init writes one to add targets to)")
+            raise ConfigError(self.path, None, None, f"no target {name!r} in it; targets: {known}")
         return self.targets[name]
 
 
@@ -247,7 +250,8 @@ def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:
 TEMPLATE = '''\
 # sleuth.toml — where sleuth runs its probes. One [targets.NAME] table per target.
 # `local` (this machine, no hops) always exists; define it here only to change it.
-# Docs: docs/targets.md
+# Every key a target takes is below. `sleuth target show NAME` prints exactly what each hop
+# receives; `sleuth target check NAME` round-trips argv and env through every hop.
 
 [targets.local]
 # python = ".venv/bin/python"      # the interpreter probes run with (a venv's python: no activate)
@@ -260,7 +264,10 @@ TEMPLATE = '''\
 # [targets.ct200]
 # ssh = "root@10.1.2.6"            # host, user@host or an alias from ~/.ssh/config
 # jump = ["bastion"]               # ProxyJump chain, first hop first
+# port = 22                       # user = "root"      identity = "~/.ssh/id_ed25519"
+# known_hosts = "~/.ssh/known_hosts"   # enforced: an unknown or changed host key is refused
 # container = { kind = "pct", id = "200" }   # pct | docker | podman | kubectl | lxc-attach | srun
+#   (docker/podman: user = "…"; kubectl: namespace = "…", user = the container name; srun: id = the job id)
 # python = "/root/venv/bin/python3"
 # workdir = "/root/dflash"
 # code = { local = "drafter/", remote = "/root/dflash" }

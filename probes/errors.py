@@ -29,9 +29,10 @@ class ProbesError(Exception):
 class ConfigError(ProbesError):
     """sleuth.toml cannot be used; ``path``, ``line``, ``col`` say where."""
 
-    def __init__(self, path: Path | str, line: int, col: int, message: str) -> None:
-        super().__init__(f"{path}:{line}:{col}: {message}")
-        self.path, self.line, self.col, self.message = str(path), line, col, message
+    def __init__(self, path: Path | str | None, line: int | None, col: int | None, message: str) -> None:
+        where = f"{path}:{line}:{col}: " if path is not None and line is not None else f"{path}: " if path else ""
+        super().__init__(where + message)
+        self.path, self.line, self.col, self.message = (str(path) if path else None), line, col, message
 
 
 class ProbeError(ProbesError):

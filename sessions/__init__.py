@@ -16,6 +16,7 @@ Errors of the layers below pass through: ``probes.ProbesError``, ``hypotheses.Hy
 
 from __future__ import annotations
 
+from .capture import CaptureWriter
 from .errors import CircularRetest, ExchangeError, InvestigationError, SessionError, StoreError
 from .exchange import dump_export, export_session, import_session, run_cast
 from .investigation import Investigation, RunStart, result_fields
@@ -23,16 +24,21 @@ from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
 from .remedies import (
     RemedyError,
+    active_application,
     addressed_hypothesis,
+    applied_file,
     apply_remedy,
+    find_remedy_file,
     latest_shapes,
     plan_remedy,
-    remedy_file,
+    record_remedy,
+    remedy_inputs,
     revert_remedy,
     run_to_verify,
+    write_remedy,
 )
 from .runs import RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
-from .store import STREAMS, CaptureWriter, OutputLine, Store
+from .store import STREAMS, OutputLine, Store
 from .workspace import Workspace
 
 __all__ = [
@@ -46,7 +52,12 @@ __all__ = [
     "RemedyError",
     "addressed_hypothesis",
     "apply_remedy",
-    "remedy_file",
+    "active_application",
+    "applied_file",
+    "find_remedy_file",
+    "record_remedy",
+    "remedy_inputs",
+    "write_remedy",
     "run_to_verify",
     "latest_shapes",
     "plan_remedy",

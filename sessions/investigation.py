@@ -34,11 +34,12 @@ from sleuth.hypotheses import (
     state_key_of_parts,
 )
 
+from .capture import CaptureWriter
 from .errors import InvestigationError
 from .exchange import export_session
 from .postmortem import postmortem_markdown
 from .redact import Redactor
-from .store import CaptureWriter, Store
+from .store import Store
 
 __all__ = ["Investigation", "InvestigationError", "RunStart", "result_fields"]
 

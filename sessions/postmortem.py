@@ -192,9 +192,10 @@ def write_postmortem(inv: Any, path: Path | str) -> Path:
     outdir.mkdir(parents=True, exist_ok=True)
     links: dict[int, str] = {}
     for run in inv.state.runs:
-        data = b"".join(d for _s, _t, d in inv.store.output_chunks(run))
         target = outdir / f"run-{run}.txt"
-        target.write_bytes(data)
+        with open(target, "wb") as fh:  # chunk by chunk: a run's output may not fit in memory
+            for _stream, _ts, data in inv.store.output_chunks(run):
+                fh.write(data)
         links[run] = f"{outdir.name}/{target.name}"
     path.write_text(postmortem_markdown(inv.state, links), encoding="utf-8")
     return path

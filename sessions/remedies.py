@@ -16,13 +16,18 @@ from .investigation import Investigation
 
 __all__ = [
     "RemedyError",
+    "active_application",
     "addressed_hypothesis",
+    "applied_file",
     "apply_remedy",
+    "find_remedy_file",
     "latest_shapes",
     "plan_remedy",
-    "remedy_file",
+    "record_remedy",
+    "remedy_inputs",
     "revert_remedy",
     "run_to_verify",
+    "write_remedy",
 ]
 
 
@@ -46,12 +51,17 @@ def run_to_verify(state: InvestigationState, target: str) -> RunInfo | None:
     return supporting[max(supporting)] if supporting else None
 
 
-def remedy_file(state: InvestigationState, remedy: str, code_dir: Path) -> Path | None:
-    """The local file *remedy* is about: the one it was last applied to (still active), else
-    the first Python file under *code_dir* (hidden folders and caches skipped) it would change."""
+def applied_file(state: InvestigationState, remedy: str) -> Path | None:
+    """The file *remedy* was last applied to and still is, if any."""
     for app in sorted(state.applications.values(), key=lambda a: -a.id):
         if app.active and app.remedy == remedy and app.files:
             return Path(app.files[-1]["path"])
+    return None
+
+
+def find_remedy_file(remedy: str, code_dir: Path) -> Path | None:
+    """The first Python file under *code_dir* (hidden folders and caches skipped) that
+    *remedy* would change or has something to say about. Reads files: not for a UI loop."""
     for path in sorted(code_dir.rglob("*.py")):
         if any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(code_dir).parts):
             continue
@@ -64,12 +74,16 @@ def remedy_file(state: InvestigationState, remedy: str, code_dir: Path) -> Path 
     return None
 
 
-def latest_shapes(inv: Investigation, target: str) -> tuple[list[dict[str, Any]], int | None]:
+def latest_shapes(state: InvestigationState, target: str) -> tuple[list[dict[str, Any]], int | None]:
     """The shapes the latest completed fx-trace-state run on *target* recorded."""
-    for run in sorted(inv.state.runs.values(), key=lambda r: -r.id):
+    for run in sorted(state.runs.values(), key=lambda r: -r.id):
         if run.probe == "fx-trace-state" and run.target == target and run.classification == "completed":
             return list(run.result.get("shapes") or []), run.id
     return [], None
+
+
+def _name(target: Target | str) -> str:
+    return target.name if isinstance(target, Target) else target
 
 
 def _file(target: Target | str, path: CodeFile | Path | str) -> CodeFile:
@@ -80,45 +94,66 @@ def _file(target: Target | str, path: CodeFile | Path | str) -> CodeFile:
     return code_file(Target(name=target), path)
 
 
+def remedy_inputs(state: InvestigationState, remedy: str, target: str, shapes: list | None = None) -> tuple[list | None, str]:
+    """(shapes, where they came from) for *remedy*: precompile takes the latest
+    fx-trace-state run's unless given some."""
+    if remedy != "precompile" or shapes is not None:
+        return shapes, ""
+    found, run = latest_shapes(state, target)
+    return found, f"Shapes recorded by sleuth's fx-trace-state probe (run #{run})." if run else ""
+
+
 def plan_remedy(
     inv: Investigation, remedy: str, path: CodeFile | Path | str, target: Target | str = "local", shapes: list | None = None
 ) -> RemedyPlan:
     """Preview *remedy* on *path* (on *target*: fetched over SFTP or the hop chain) and
     record the preview."""
-    name = target.name if isinstance(target, Target) else target
-    note = ""
-    if remedy == "precompile" and shapes is None:
-        shapes, run = latest_shapes(inv, name)
-        note = f"Shapes recorded by sleuth's fx-trace-state probe (run #{run})." if run else ""
+    shapes, note = remedy_inputs(inv.state, remedy, _name(target), shapes)
     plan = preview(remedy, _file(target, path), shapes=shapes, source_note=note)
     inv.record_preview(plan.remedy, plan.file.key, plan.before_sha, plan.after_sha, plan.blocked)
     return plan
+
+
+def write_remedy(state: InvestigationState, plan: RemedyPlan) -> dict[str, Any] | None:
+    """Write *plan* to its file (checked against its recorded preview): the record for the
+    session, or None when the file already had it. File I/O only: a worker may call it."""
+    seen = state.last_preview(plan.remedy, plan.file.key)
+    if seen is not None and seen["before_sha"] != plan.before_sha:
+        raise RemedyError(f"{plan.path} changed since its preview; preview again")
+    record = apply_plan(plan)
+    return None if record.get("unchanged") else record
+
+
+def record_remedy(
+    inv: Investigation, plan: RemedyPlan, record: dict[str, Any], target: Target | str = "local", hypothesis: str | None = None
+) -> int:
+    """Record a written remedy against the hypothesis it addresses; the application number."""
+    hyp = hypothesis or addressed_hypothesis(inv.state, plan.remedy)
+    return inv.record_application(plan.remedy, _name(target), [record], hypothesis=hyp if hyp in inv.state.hypotheses else None)
 
 
 def apply_remedy(
     inv: Investigation, plan: RemedyPlan, target: Target | str = "local", hypothesis: str | None = None
 ) -> int | None:
     """Apply *plan*; None when the file already had it (nothing changed, nothing recorded)."""
-    seen = inv.state.last_preview(plan.remedy, plan.file.key)
-    if seen is not None and seen["before_sha"] != plan.before_sha:
-        raise RemedyError(f"{plan.path} changed since its preview; preview again")
-    record = apply_plan(plan)
-    if record.get("unchanged"):
-        return None
-    hyp = hypothesis or addressed_hypothesis(inv.state, plan.remedy)
-    name = target.name if isinstance(target, Target) else target
-    return inv.record_application(plan.remedy, name, [record], hypothesis=hyp if hyp in inv.state.hypotheses else None)
+    record = write_remedy(inv.state, plan)
+    return None if record is None else record_remedy(inv, plan, record, target, hypothesis)
+
+
+def active_application(state: InvestigationState, file: CodeFile) -> tuple[int, dict[str, Any]]:
+    """(application, its record of *file*) of the latest active remedy on *file*."""
+    for app in sorted(state.applications.values(), key=lambda a: -a.id):
+        if app.active:
+            for f in app.files:
+                if f["path"] == file.key:
+                    return app.id, f
+    raise InvestigationError(f"no active remedy on {file.key} in this investigation")
 
 
 def revert_remedy(inv: Investigation, path: CodeFile | Path | str, target: Target | str = "local") -> int:
     """Revert the latest active application that touched *path*; returns its number."""
     file = _file(target, path)
-    for app in sorted(inv.state.applications.values(), key=lambda a: -a.id):
-        if not app.active:
-            continue
-        for f in app.files:
-            if f["path"] == file.key:
-                revert(file, f["before"].encode("utf-8"), f["after_sha"])
-                inv.record_revert(app.id)
-                return app.id
-    raise InvestigationError(f"no active remedy on {file.key} in this investigation")
+    app, f = active_application(inv.state, file)
+    revert(file, f["before"].encode("utf-8"), f["after_sha"])
+    inv.record_revert(app)
+    return app

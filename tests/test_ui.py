@@ -264,3 +264,45 @@ async def test_replay_at_event_k_shows_the_graph_of_the_first_k_events(tmp_path:
         await pilot.press("r")
         with Investigation.replay(path) as after:
             assert after.store.event_count() == total
+
+
+async def test_export_writes_the_postmortem_off_the_ui_loop(tmp_path: Path, monkeypatch):
+    import threading
+
+    from sleuth.app.tui.screens import browse
+
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    threads: list[str] = []
+    real = browse.write_postmortem
+
+    def spy(inv, out):
+        threads.append(threading.current_thread().name)
+        return real(inv, out)
+
+    monkeypatch.setattr(browse, "write_postmortem", spy)
+    app = SleuthApp.live(ws, path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        md = (ws.root / "postmortem.md").read_text()
+        assert "## Timeline" in md and (ws.root / "postmortem-output" / "run-1.txt").is_file()
+        assert threads and threads[0] != threading.main_thread().name
+
+
+async def test_replay_speaks_of_event_k_not_of_now(tmp_path: Path):
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    app = SleuthApp.replay(path, at=0, workspace=ws, clock=lambda: 4_000_000_000.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        header = text_of(app, "#run-header")
+        assert "no run yet at this event" in header and "press r" not in header
+        assert "REPLAY" in text_of(app, "#title") and "00:00:00" in text_of(app, "#title")
+        await pilot.press("end")
+        await pilot.pause()
+        with Investigation.replay(path) as full:
+            events = list(full.store.events())
+        elapsed = int(events[-1].ts - events[0].ts)
+        assert f"{elapsed // 3600:02d}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}" in text_of(app, "#title")

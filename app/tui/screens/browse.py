@@ -1,0 +1,168 @@
+"""What both screens share: the layout of the shared widgets, following the tree's selection
+and the timeline, showing a run, search, and the postmortem export in a thread worker that
+reads its own read-only copy of the session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sleuth.hypotheses import InvestigationState
+from sleuth.sessions import Investigation, SessionError, write_postmortem
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Static, Tree
+
+from ...views import NextStep, Selection
+from ..output import OutputView
+from ..widgets import DetailPane, HypothesisTree, LiveRun, RunPane, Timeline, TitleBar
+
+__all__ = ["BrowseScreen"]
+
+
+class BrowseScreen(Screen):
+    """Title · tree | detail · run pane · [scrubber] · timeline: reading an investigation."""
+
+    MODE = ""  # shown in the title bar
+    EMPTY_RUN = "no run yet"
+
+    def __init__(self, hint: str | None = None) -> None:
+        super().__init__()
+        self.selection = Selection("none")
+        self.shown_run: int | None = None
+        self.hint = hint
+
+    # ---------------------------------------------------------------- what it shows
+
+    @property
+    def state(self) -> InvestigationState:
+        raise NotImplementedError
+
+    @property
+    def store(self):
+        return self.app.inv.store
+
+    def now(self) -> float:
+        """The time the screen speaks of (the title's clock)."""
+        return self.app.clock()
+
+    def step(self) -> NextStep | None:
+        """The suggested next step shown in the detail; none by default."""
+        return None
+
+    def live(self) -> LiveRun | None:
+        return None
+
+    @property
+    def run_pane(self) -> RunPane:
+        return self.query_one(RunPane)
+
+    # ---------------------------------------------------------------- layout
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar(id="title")
+        if self.hint:
+            yield Static(self.hint, id="hint")
+        with Horizontal(id="top"):
+            yield HypothesisTree("investigation", id="tree")
+            yield DetailPane(id="detail-pane")
+        yield RunPane(id="output-pane")
+        yield from self.compose_extra()
+        yield Timeline(id="timeline")
+        yield Footer()
+
+    def compose_extra(self) -> ComposeResult:
+        return iter(())
+
+    def on_mount(self) -> None:
+        self.refresh_all()
+        self.show_output(max(self.state.runs, default=None))
+        self.query_one(HypothesisTree).focus()
+
+    # ---------------------------------------------------------------- refresh
+
+    def refresh_all(self) -> None:
+        self.selection = self.query_one(HypothesisTree).show(self.state, self.selection)
+        self.update_detail()
+        self.query_one(Timeline).show(self.state)
+        self.update_title()
+        self.update_run_header()
+
+    def update_detail(self) -> None:
+        self.query_one(DetailPane).show(self.state, self.selection, self.step())
+
+    def update_title(self) -> None:
+        self.query_one(TitleBar).show(self.state, self.app.target, self.now(), self.MODE)
+
+    def update_run_header(self) -> None:
+        self.run_pane.show_header(self.state, self.store, self.shown_run, self.live(), self.EMPTY_RUN)
+
+    def show_output(self, run: int | None) -> None:
+        self.shown_run = run
+        self.run_pane.show_run(self.store, run)
+        self.update_run_header()
+
+    # ---------------------------------------------------------------- events
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        sel = event.node.data
+        if sel is None or event.node is not event.control.cursor_node:
+            return  # a stale highlight from a rebuild of the tree
+        self.selection = sel
+        self.update_detail()
+        if sel.kind == "run" and sel.run is not None:
+            self.show_output(sel.run)
+        elif sel.kind == "probe":
+            runs = [r.id for r in self.state.runs.values() if r.probe == sel.id]
+            if runs and self.shown_run not in runs:
+                self.show_output(runs[-1])
+
+    def on_timeline_run_picked(self, event: Timeline.RunPicked) -> None:
+        if event.run in self.state.runs and event.run != self.shown_run:
+            self.show_output(event.run)
+
+    def on_output_view_changed(self, _event: OutputView.Changed) -> None:
+        self.update_run_header()
+
+    def on_output_view_search_result(self, event: OutputView.SearchResult) -> None:
+        if event.line is None:
+            self.notify(f"{event.term!r}: not in this run's output", severity="warning")
+        elif event.wrapped:
+            self.notify(f"{event.term!r}: wrapped around, line {event.line + 1:,}")
+
+    # ---------------------------------------------------------------- actions both screens have
+
+    def action_search(self) -> None:
+        self.run_pane.open_search()
+
+    def action_focus_output(self) -> None:
+        self.run_pane.view.focus()
+
+    def key_escape(self) -> None:
+        self.run_pane.close_search()
+
+    def action_export(self) -> None:
+        self.notify("writing postmortem.md …")
+        self._export(self.app.inv.path, self.app.workspace.root / "postmortem.md")
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export(self, session: Path, out: Path) -> None:
+        # its own read-only view of the session: the live one goes on meanwhile
+        snapshot = Investigation.replay(session)
+        try:
+            written = write_postmortem(snapshot, out)
+        except (SessionError, OSError) as exc:
+            self.app.call_from_thread(self.notify, f"postmortem not written: {exc}", severity="error")
+            return
+        finally:
+            snapshot.close()
+        self.app.call_from_thread(self.notify, f"wrote {written} (full outputs in {written.stem}-output/)")
+
+    def selection_commands(self) -> list[tuple[str, str, Any]]:
+        """(name, help, callback) for the command palette: what the selection allows now."""
+        return [
+            ("Export the postmortem", "postmortem.md with each run's output", self.action_export),
+            ("Search the output", "/ then n / N", self.action_search),
+        ]

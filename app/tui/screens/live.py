@@ -1,0 +1,365 @@
+"""The live investigation screen: runs (async workers on the app's loop), remedies (codemods
+in thread workers), notes and links, the target, the baseline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from sleuth.hypotheses import InvestigationState
+from sleuth.probes.remedies import CodeFile, RemedyPlan, preview, revert
+from sleuth.sessions import (
+    CircularRetest,
+    Investigation,
+    InvestigationError,
+    active_application,
+    applied_file,
+    find_remedy_file,
+    record_remedy,
+    remedy_inputs,
+    request_for_probe,
+    run_probe,
+    run_to_verify,
+    write_remedy,
+)
+from textual import work
+from textual.binding import Binding
+
+from ...errors import HypothesisError, ProbesError, SessionError
+from ...views import NextStep, Selection, next_step
+from ..dialogs import AddDialog, ConfirmDialog, RemedyDialog, RetestDialog, TargetDialog
+from ..widgets import LiveRun
+from .browse import BrowseScreen
+
+__all__ = ["InvestigationScreen"]
+
+
+class InvestigationScreen(BrowseScreen):
+    """The live investigation: keys act on the tree's selection."""
+
+    BINDINGS = [
+        Binding("r", "run", "run", id="run", tooltip="Run the selected probe (or the suggested next step) on the target"),
+        Binding("x", "cancel_run", "cancel", id="cancel", tooltip="Cancel the probe that is running"),
+        Binding("f", "remedy", "remedy", id="remedy", tooltip="Preview the selected remedy's diff; apply or revert it"),
+        Binding("slash", "search", "search", id="search", key_display="/", tooltip="Search the output (n / N: next, previous)"),
+        Binding("e", "export", "export", id="export", tooltip="Write postmortem.md (and each run's full output beside it)"),
+        Binding("t", "target", "target", id="target", tooltip="Pick the target probes run on"),
+        Binding("a", "add", "add", id="add", tooltip="Add a note, hypothesis, symptom or link"),
+        Binding("b", "baseline", "baseline", id="baseline", show=False, tooltip="Mark the shown run as its target's baseline"),
+        Binding("o", "focus_output", "output", id="focus_output", show=False, tooltip="Move to the output view"),
+        Binding("q", "app.quit", "quit", id="quit", tooltip="Quit (the session is saved as you go)"),
+    ]
+    EMPTY_RUN = "no run yet — select a probe and press r"
+
+    def __init__(self, hint: str | None = None) -> None:
+        super().__init__(hint)
+        self.live_run: int | None = None
+        self.live_started = 0.0
+        self._cancel: asyncio.Event | None = None
+        self._spin = 0
+
+    @property
+    def inv(self) -> Investigation:
+        return self.app.inv
+
+    @property
+    def state(self) -> InvestigationState:
+        return self.app.inv.state
+
+    def step(self) -> NextStep:
+        return next_step(self.state, self.selection.hypothesis, self.app.probes, self.app.target.name, self.app.config.params_for)
+
+    def live(self) -> LiveRun | None:
+        if self.live_run is None:
+            return None
+        return LiveRun(self.live_run, time.monotonic() - self.live_started, self._spin)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.set_interval(0.1, self._tick)
+
+    def _tick(self) -> None:
+        self._spin += 1
+        if self.live_run is not None and self.shown_run == self.live_run:
+            self.run_pane.view.poll()
+            self.update_run_header()
+        if self._spin % 10 == 0:
+            self.update_title()
+
+    # ---------------------------------------------------------------- runs
+
+    def _probe_for_selection(self) -> str | None:
+        sel = self.selection
+        if sel.kind == "probe":
+            return sel.id
+        if sel.kind == "run" and sel.run in self.state.runs:
+            return self.state.runs[sel.run].probe
+        step = self.step()
+        return step.probe if step.action == "run" else None
+
+    def action_run(self) -> None:
+        if self.live_run is not None:
+            self.notify(f"run #{self.live_run} is still going; [x] cancels it", severity="warning")
+            return
+        probe = self._probe_for_selection()
+        if probe is None or probe not in self.app.probes:
+            self.notify("select a probe (▷) to run, or a hypothesis with a next step", severity="warning")
+            return
+        self.start_probe(probe)
+
+    def start_probe(self, probe: str) -> None:
+        target = self.app.target
+        params = self.app.config.params_for(probe)
+        request = request_for_probe(self.inv, self.app.probes[probe], target, params)
+        check = self.inv.check_before_run(request.probe, request.params, target.name)
+        if not check.flagged:
+            self._run_worker(request, False)
+            return
+        message = self.inv.describe_check(check, now=self.app.clock())
+        earlier = ""
+        if check.retest_of is not None:
+            e = check.retest_of
+            fields = ", ".join(f"{k}={v}" for k, v in sorted(e.result.items()))[:300]
+            earlier = f"#{e.id} {e.probe}: {e.classification} — {fields}"
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._run_worker(request, True)
+            else:
+                self.inv.decline_run(request.probe, request.params, target.name, check)
+                self.notify("not run; the declined retest is in the timeline")
+                self.refresh_all()
+
+        self.app.push_screen(RetestDialog(message[:1].upper() + message[1:], earlier), answer)
+
+    @work(group="runs")
+    async def _run_worker(self, request: Any, force: bool) -> None:
+        target = self.app.target
+        self._cancel = asyncio.Event()
+        self.live_started = time.monotonic()
+
+        def started(run: int) -> None:
+            self.live_run = run
+            self.refresh_all()
+            self.show_output(run)
+
+        try:
+            report = await run_probe(
+                self.inv, target, request, force=force, cancel=self._cancel, pool=self.app.pool,
+                agents=self.app.agents, on_start=started,
+            )
+        except CircularRetest as flag:  # another writer ran it meanwhile
+            self.notify(f"circular retest: {flag}", severity="warning")
+            return
+        except (SessionError, ProbesError, HypothesisError) as exc:  # the run is recorded as it ended
+            self.notify(f"the run could not start: {exc}", severity="error", timeout=10)
+            return
+        finally:
+            finished, self.live_run = self.live_run, None
+            self._cancel = None
+            if finished is not None and self.shown_run == finished:
+                self.run_pane.view.poll()
+        info = self.state.runs[report.run]
+        verdicts = [str(e) for e in self.state.verdicts_for(report.run)]
+        self.notify(f"#{report.run} {info.probe}: {info.classification}" + (" — " + ", ".join(verdicts) if verdicts else ""))
+        self.refresh_all()
+
+    def action_cancel_run(self) -> None:
+        if self._cancel is None:
+            self.notify("nothing is running")
+            return
+        self._cancel.set()
+        self.notify(f"cancelling run #{self.live_run}…")
+
+    # ---------------------------------------------------------------- remedies
+
+    def _code_dir(self) -> Path:
+        target = self.app.target
+        root = self.app.workspace.root
+        return (root / target.code_local) if target.code_local else root
+
+    def action_remedy(self) -> None:
+        sel = self.selection
+        remedy = sel.id if sel.kind == "remedy" else None
+        hyp = sel.hypothesis
+        if remedy is None and hyp in self.state.hypotheses:
+            remedies = self.state.hypotheses[hyp].remedies
+            step = self.step()
+            remedy = step.remedy or (remedies[0] if remedies else None)
+        if remedy is None:
+            self.notify("select a remedy (✚) or a hypothesis that has one", severity="warning")
+            return
+        target = self.app.target
+        if not target.is_local:
+            self.notify(
+                f"remedies on {target.name} go through the CLI for now: sleuth remedy apply {remedy} PATH --target {target.name}",
+                severity="warning",
+                timeout=10,
+            )
+            return
+        # what the session knows is read here, on the loop; files are read in the worker
+        shapes, note = remedy_inputs(self.state, remedy, target.name)
+        self._prepare_remedy(remedy, hyp, applied_file(self.state, remedy), shapes, note)
+
+    @work(thread=True, exclusive=True, group="remedy")
+    def _prepare_remedy(self, remedy: str, hyp: str | None, applied: Path | None, shapes: list | None, note: str) -> None:
+        path = applied or find_remedy_file(remedy, self._code_dir())
+        if path is None:
+            self.app.call_from_thread(
+                self.notify, f"no file under {self._code_dir()} that {remedy} would change", severity="warning"
+            )
+            return
+        try:
+            plan = preview(remedy, path, shapes=shapes, source_note=note)
+        except ProbesError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self._offer_remedy, plan, hyp, applied is not None)
+
+    def _offer_remedy(self, plan: RemedyPlan, hyp: str | None, active: bool) -> None:
+        self.inv.record_preview(plan.remedy, plan.file.key, plan.before_sha, plan.after_sha, plan.blocked)
+        path = Path(plan.path)
+        root = self.app.workspace.root
+        rel = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        notes = [f"line {f['line']}: {f['what']}" for f in plan.findings]
+
+        def chosen(what: str | None) -> None:
+            if what == "apply":
+                self._write_remedy(plan, hyp, rel)
+            elif what == "revert":
+                try:
+                    app, record = active_application(self.state, plan.file)
+                except SessionError as exc:
+                    self.notify(str(exc), severity="error")
+                    return
+                self._revert_remedy(app, record, plan.file, rel)
+
+        self.app.push_screen(RemedyDialog(plan.remedy, rel, plan.diff, notes, list(plan.blocked), active), chosen)
+
+    @work(thread=True, exclusive=True, group="remedy")
+    def _write_remedy(self, plan: RemedyPlan, hyp: str | None, rel: str) -> None:
+        try:
+            record = write_remedy(self.state, plan)
+        except ProbesError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self._remedy_written, plan, record, hyp, rel)
+
+    def _remedy_written(self, plan: RemedyPlan, record: dict[str, Any] | None, hyp: str | None, rel: str) -> None:
+        if record is None:
+            self.notify(f"{rel}: {plan.remedy} was already there; nothing changed")
+            return
+        try:
+            app = record_remedy(self.inv, plan, record, self.app.target, hyp)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.refresh_all()
+        self.notify(f"applied {plan.remedy} to {rel} (application #{app})")
+        earlier = run_to_verify(self.state, self.app.target.name)
+        if earlier is None:
+            return
+
+        def rerun(yes: bool | None) -> None:
+            if yes:
+                self.start_probe(earlier.probe)
+
+        self.app.push_screen(
+            ConfirmDialog("Verify", f"Re-run #{earlier.id} {earlier.probe} to verify the {plan.remedy}?", default=True), rerun
+        )
+
+    @work(thread=True, exclusive=True, group="remedy")
+    def _revert_remedy(self, app: int, record: dict[str, Any], file: CodeFile, rel: str) -> None:
+        try:
+            revert(file, record["before"].encode("utf-8"), record["after_sha"])
+        except ProbesError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self._remedy_reverted, app, rel)
+
+    def _remedy_reverted(self, app: int, rel: str) -> None:
+        try:
+            self.inv.record_revert(app)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"reverted application #{app}: {rel} has its original bytes")
+        self.refresh_all()
+
+    # ---------------------------------------------------------------- the rest
+
+    def action_target(self) -> None:
+        targets = [(name, t.describe()) for name, t in self.app.config.targets.items()]
+
+        def picked(name: str | None) -> None:
+            if name:
+                self.app.target = self.app.config.target(name)
+                self.refresh_all()
+
+        self.app.push_screen(TargetDialog(targets, self.app.target.name), picked)
+
+    def action_add(self) -> None:
+
+        def added(values: dict[str, Any] | None) -> None:
+            if not values:
+                return
+            kind, a, b, c = values["kind"], values["a"], values["b"], values["c"]
+            try:
+                if kind == "note":
+                    if not a:
+                        raise InvestigationError("a note needs text")
+                    self.inv.add_note(a, about=b or None)
+                elif kind == "hypothesis":
+                    if not a:
+                        raise InvestigationError("a hypothesis needs an id")
+                    self.inv.add_hypothesis(a, title=b or a, claim=c, explains=list(self.state.symptoms)[:1])
+                    self.selection = Selection("hypothesis", a, hypothesis=a)
+                elif kind == "symptom":
+                    if not a:
+                        raise InvestigationError("a symptom needs an id")
+                    self.inv.add_symptom(a, title=b, text=c)
+                else:
+                    self.inv.link(a, b, c)
+            except (SessionError, HypothesisError) as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.notify(f"added {kind}")
+            self.refresh_all()
+
+        about = self.selection.hypothesis
+        self.app.push_screen(AddDialog(about), added)
+
+    def action_baseline(self) -> None:
+        if self.shown_run is None:
+            return
+        try:
+            self.inv.mark_baseline(self.shown_run)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"run #{self.shown_run} is the baseline of {self.state.runs[self.shown_run].target}")
+        self.refresh_all()
+
+    def selection_commands(self) -> list[tuple[str, str, Any]]:
+        """(name, help, callback) for the command palette: what the selection allows now."""
+        out: list[tuple[str, str, Any]] = []
+        st, sel = self.state, self.selection
+        h = sel.hypothesis
+        probes = []
+        if sel.kind == "probe":
+            probes = [sel.id]
+        elif h in st.hypotheses:
+            probes = [t.probe for t in st.hypotheses[h].probes]
+        for p in probes:
+            if p in self.app.probes:
+                out.append((f"Run {p} on {self.app.target.name}", self.app.probes[p].title, lambda p=p: self.start_probe(p)))
+        if h in st.hypotheses:
+            for r in st.hypotheses[h].remedies:
+                out.append((f"Preview remedy {r}", f"for {st.hypotheses[h].title}", self.action_remedy))
+            out.append((f"Add a note about {h}", "a line in the timeline", self.action_add))
+        if self.shown_run is not None:
+            out.append((f"Mark run #{self.shown_run} as the baseline", "env-fingerprint compares against it", self.action_baseline))
+        out.append(("Pick the target", "where probes run", self.action_target))
+        return out + super().selection_commands()

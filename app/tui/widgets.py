@@ -1,0 +1,284 @@
+"""The widgets both screens are made of: the title bar, the hypothesis tree, the detail of the
+selection, the run pane (header, pinned records, the output view, the search box), the
+timeline and the replay scrubber.
+
+Each takes what it shows as arguments (the folded state, the store, the selection, the
+time "now") and knows nothing of whether the investigation is live or replayed: the screens
+decide that. Wording comes from ``app.views`` (plain functions, tested without Textual).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from sleuth.hypotheses import Event, EventKind, InvestigationState
+from sleuth.probes import Target
+from sleuth.sessions import Store
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, OptionList, Static, Tree
+from textual.widgets.option_list import Option
+
+from ..views import CLASS_STYLE, NextStep, Selection, clock, detail_text, hypothesis_label, run_label, timeline_rows
+from .output import OutputView
+
+__all__ = ["DetailPane", "HypothesisTree", "LiveRun", "RunPane", "Scrubber", "Timeline", "TitleBar"]
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+class TitleBar(Static):
+    """sleuth · title · target (its hops) · [mode] · time since the investigation began."""
+
+    def show(self, state: InvestigationState, target: Target, now: float, mode: str = "") -> None:
+        elapsed = clock(now - (state.created_ts or now))
+        self.update(
+            Text.assemble(
+                ("sleuth", "bold"),
+                f" · {state.title or 'investigation'} · target ",
+                (target.name, "bold"),
+                f" ({target.describe()})",
+                (f" · {mode}" if mode else "", "bold yellow"),
+                ("   " + elapsed, "dim"),
+            )
+        )
+
+
+class HypothesisTree(Tree[Selection]):
+    """Symptoms → hypotheses (refinements nested) → their probes (recent runs) and remedies."""
+
+    def on_mount(self) -> None:
+        self.show_root = False
+        self.guide_depth = 2
+
+    def show(self, st: InvestigationState, keep: Selection) -> Selection:
+        """Rebuild from *st*, keeping *keep* selected (and in view); the selection it ends on."""
+        self.clear()
+        placed: set[str] = set()
+        found = None
+
+        def add_hypothesis(parent: Any, h: str) -> None:
+            nonlocal found
+            if h in placed:
+                return
+            placed.add(h)
+            sel = Selection("hypothesis", h, hypothesis=h)
+            top = st.parent(h) is None
+            node = parent.add(hypothesis_label(st, h), data=sel, expand=top and st.status(h) != "refuted" or keep.hypothesis == h)
+            if keep == sel:
+                found = node
+            for child in st.children(h):
+                add_hypothesis(node, child)
+            hyp = st.hypotheses[h]
+            for test in hyp.probes:
+                psel = Selection("probe", test.probe, hypothesis=h)
+                runs = [r for r in st.runs.values() if r.probe == test.probe]
+                label = Text(f"▷ {test.probe}", style="")
+                if runs:
+                    label.append(f"  {len(runs)} run{'s' if len(runs) > 1 else ''}", style="dim")
+                pnode = node.add(label, data=psel, expand=False) if runs else node.add_leaf(label, data=psel)
+                if keep == psel:
+                    found = pnode
+                for run in runs[-5:]:
+                    rsel = Selection("run", str(run.id), hypothesis=h, run=run.id)
+                    rnode = pnode.add_leaf(run_label(st, run.id), data=rsel)
+                    if keep == rsel:
+                        found = rnode
+            for remedy in hyp.remedies:
+                msel = Selection("remedy", remedy, hypothesis=h)
+                applied = [a for a in st.applications.values() if a.remedy == remedy and a.active]
+                label = Text(f"✚ {remedy}", style="cyan")
+                if applied:
+                    label.append(f"  applied #{applied[-1].id}", style="bold green")
+                mnode = node.add_leaf(label, data=msel)
+                if keep == msel:
+                    found = mnode
+
+        for sym in st.symptoms.values():
+            ssel = Selection("symptom", sym.id)
+            snode = self.root.add(Text.assemble(("✖ ", "bold red"), (sym.title, "bold")), data=ssel, expand=True)
+            if keep == ssel:
+                found = snode
+            for h, hyp in st.hypotheses.items():
+                if sym.id in hyp.explains and st.parent(h) is None:
+                    add_hypothesis(snode, h)
+        for h in st.hypotheses:
+            if st.parent(h) is None:
+                add_hypothesis(self.root, h)
+        selection = keep
+        if found is None and keep.kind == "none":
+            found = next(iter(self.root.children), None)
+            if found is not None:
+                selection = found.data
+        if found is not None:
+            up = found.parent
+            while up is not None:  # the selection stays in view, even under a collapsed node
+                up.expand()
+                up = up.parent
+            self.move_cursor(found)
+            self.call_after_refresh(self.move_cursor, found)  # again, once the lines are rebuilt
+        return selection
+
+
+class DetailPane(VerticalScroll):
+    """The selection's claim, predictions, evidence, remedies, flags and (live) next step."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail")
+
+    def show(self, st: InvestigationState, selection: Selection, step: NextStep | None) -> None:
+        self.query_one("#detail", Static).update(detail_text(st, selection, step))
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A run in progress, as the run header shows it."""
+
+    run: int
+    elapsed: float
+    spin: int
+
+
+class RunPane(Vertical):
+    """One run: a header (classification and why, lines, bytes, folds), its result records
+    pinned, the output view, and the search box under it."""
+
+    class SearchAsked(Message):
+        """The user submitted a search term."""
+
+        def __init__(self, term: str) -> None:
+            super().__init__()
+            self.term = term
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="run-header")
+        yield Static(id="pinned")
+        yield OutputView(id="output")
+        yield Input(placeholder="search the output (smart case) — enter: find, esc: close", id="search-input", classes="-hidden")
+
+    @property
+    def view(self) -> OutputView:
+        return self.query_one(OutputView)
+
+    def show_run(self, store: Store | None, run: int | None) -> None:
+        self.view.show_run(store if run is not None else None, run)
+
+    def show_header(self, st: InvestigationState, store: Store, run_id: int | None, live: LiveRun | None,
+                    empty: str) -> None:
+        header = self.query_one("#run-header", Static)
+        pinned = self.query_one("#pinned", Static)
+        view = self.view
+        run = st.runs.get(run_id) if run_id is not None else None
+        if run is None:
+            header.update(Text(empty, style="dim"))
+            pinned.update("")
+            return
+        text = Text(f"RUN #{run.id} {run.probe} on {run.target} · ", style="bold")
+        summary = store.output_summary(run.id)
+        lines = f"{view.total:,} lines" + (f" ({view.stream})" if view.stream else "")
+        if run.classification is None:
+            spin = SPINNER[(live.spin if live else 0) % len(SPINNER)]
+            elapsed = live.elapsed if live is not None and live.run == run.id else 0.0
+            text.append(f"{spin} running {elapsed:.1f} s", style="bold yellow")
+            text.append(f" · {lines} · {_size(summary['bytes'])}  [x] cancel")
+        else:
+            text.append(run.classification, style=CLASS_STYLE.get(run.classification, "yellow"))
+            text.append(f" · {run.reason}" if run.reason else "")
+            text.append(f" · {lines} · {_size(summary['bytes'])}", style="dim")
+        if view.rows != view.total:
+            text.append(f" · {view.total - view.rows:,} folded", style="cyan")
+        if view.new_since_scroll:
+            text.append(f"  ▼ {view.new_since_scroll:,} new lines", style="bold cyan")
+        header.update(text)
+        header.set_class(run.classification is None, "-running")
+        records = [r for r in run.records if r.get("kind") not in ("done", "state")]
+        pin = Text(no_wrap=True, overflow="ellipsis")
+        for i, r in enumerate(records[:3]):
+            fields = {k: v for k, v in r.items() if k != "kind"}
+            # scalars first: they are what rules read; nested values are in the output below
+            flat = [f"{k}={json.dumps(v)}" for k, v in sorted(fields.items()) if not isinstance(v, (dict, list))]
+            nested = [f"{k}={{…}}" for k, v in sorted(fields.items()) if isinstance(v, (dict, list))]
+            pin.append(("\n" if i else "") + f"▸ {r.get('kind', 'record')}  ", style="bold green")
+            pin.append("  ".join(flat + nested)[:1000])
+        pinned.update(pin)
+        pinned.set_class(not records, "-hidden")
+
+    def open_search(self) -> None:
+        box = self.query_one("#search-input", Input)
+        box.remove_class("-hidden")
+        box.focus()
+
+    def close_search(self) -> bool:
+        """Hide the search box if it is open; whether it was."""
+        box = self.query_one("#search-input", Input)
+        if box.has_class("-hidden"):
+            return False
+        box.add_class("-hidden")
+        self.view.focus()
+        return True
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "search-input":
+            return
+        event.stop()
+        self.view.focus()
+        event.input.add_class("-hidden")
+        self.view.search(event.value)
+
+
+class Timeline(OptionList):
+    """Runs, remedies, flags and notes in time order; highlighting a run shows its output."""
+
+    class RunPicked(Message):
+        def __init__(self, run: int) -> None:
+            super().__init__()
+            self.run = run
+
+    def show(self, st: InvestigationState) -> None:
+        rows = timeline_rows(st)
+        self.clear_options()
+        self.add_options(
+            [Option(line, id=f"{i}:{run if run is not None else ''}") for i, (_ts, line, run, _flag) in enumerate(rows)]
+        )
+        if rows:
+            self.highlighted = len(rows) - 1
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        if event.option.id is None or self.screen.focused is not self:
+            return
+        run = event.option.id.split(":", 1)[1]
+        if run:
+            self.post_message(self.RunPicked(int(run)))
+
+
+class Scrubber(Static):
+    """◀ event k of N · time · what it was ▶ — the replay's position."""
+
+    def show(self, events: list[Event], k: int) -> None:
+        t0 = events[0].ts if events else 0.0
+        text = Text("◀ ", style="bold")
+        text.append(f"event {k} of {len(events)}", style="bold")
+        if k:
+            e = events[k - 1]
+            text.append(f" · {clock(e.ts - t0)} · {e.kind}")
+            said = e.data.get("message") or e.data.get("title") or e.data.get("text") or e.data.get("probe") or ""
+            if said:
+                text.append(f' "{str(said)[:70]}"', style="italic")
+            if e.kind == EventKind.FLAG_RAISED:
+                text.append(" ⚑", style="bold yellow")
+        text.append(" ▶", style="bold")
+        text.append("   ← → step · [ ] flags · home end", style="dim")
+        self.update(text)

@@ -1,0 +1,64 @@
+"""What the screens say, as plain functions of the folded state (app/views.py), tested
+without running the app: the one suggested next step, the detail of a hypothesis, labels,
+and the timeline rows."""
+
+from __future__ import annotations
+
+from conftest import env_state, record_run
+from sleuth.app.views import Selection, detail_text, hypothesis_label, next_step, run_label, timeline_rows
+from sleuth.probes import builtin_probes
+
+RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37,
+             "errors_total": 37, "control_fx_trace_errors": 0}
+LOCK = [{"path": "/code/model.py", "before_sha": "aa", "after_sha": "bb", "diff": "+ lock"}]
+
+
+def test_next_step_walks_the_hunt(inv):
+    probes = builtin_probes()
+    assert next_step(inv.state, None, probes, "local").text == "select a hypothesis"
+    first = next_step(inv.state, "compile-race", probes, "local")
+    assert first.action == "run" and first.key == "r" and first.probe in ("compile-race", "fx-trace-state")
+    race = record_run(inv, "compile-race", RACE_FAIL, env_state())
+    step = next_step(inv.state, "compile-race", probes, "local")
+    assert (step.action, step.key, step.remedy, step.text) == ("remedy", "f", "lock", "apply lock")
+    inv.record_application("lock", "local", LOCK, hypothesis="compile-race")
+    step = next_step(inv.state, "compile-race", probes, "local")
+    assert step.action == "run" and step.text == f"re-run #{race} compile-race under lock to verify"
+
+
+def test_next_step_never_suggests_a_circular_retest(inv):
+    probes = builtin_probes()
+    s = env_state()
+    record_run(inv, "cache-inventory", {"cold": False, "keys_match": True, "entries": 12}, s)
+    step = next_step(inv.state, "cache-invalidation", probes, "local")
+    assert step.action == "none" and "change something first" in step.text
+
+
+def test_detail_and_labels_show_status_evidence_and_retests(inv):
+    s = env_state()
+    race = record_run(inv, "compile-race", RACE_FAIL, s)
+    again = record_run(inv, "compile-race", RACE_FAIL, s)
+    text = detail_text(inv.state, Selection("hypothesis", "compile-race", hypothesis="compile-race")).plain
+    assert "SUPPORTED ●" in text
+    assert f"#{race} compile-race" in text and "supports" in text
+    assert "remedies: lock · precompile" in text
+    assert str(hypothesis_label(inv.state, "compile-race")).startswith("● compile race")
+    assert "2▲" in str(hypothesis_label(inv.state, "compile-race"))
+    assert f"⟲#{race}" in str(run_label(inv.state, again))
+
+
+def test_timeline_rows_are_in_time_order_with_flags_marked(inv):
+    s = env_state()
+    record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s)
+    inv.add_note("reinstalled torch 2.11.0+cu128", about="version-drift")
+    record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s)
+    rows = timeline_rows(inv.state)
+    times = [ts for ts, _line, _run, _flag in rows]
+    assert times == sorted(times)
+    said = [(run, flag, line.plain.split(" ", 1)[1]) for _ts, line, run, flag in rows]
+    assert [(run, flag, text.split("  ")[0]) for run, flag, text in said] == [
+        (1, False, "#1 env-fingerprint"),
+        (None, False, "✎ reinstalled torch 2.11.0+cu128"),
+        (2, True, "⚑ circular-retest"),  # the flag comes before the run it flagged
+        (2, False, "#2 env-fingerprint"),
+    ]
