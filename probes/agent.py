@@ -132,8 +132,8 @@ class AgentTransport(Transport):
 
 
 class Agent:
-    """One running agent, reached through a :class:`Process` of the target's transport;
-    :meth:`run` sends a probe program and streams its output back."""
+    """One running agent, reached through a :class:`Process` of the target's transport; its
+    probe runs go through :class:`AgentTransport` (``run_process(AgentTransport(agent), …)``)."""
 
     def __init__(self, target: Target, proc: Process) -> None:
         self.target = target
@@ -270,19 +270,6 @@ class Agent:
     async def warm(self, modules: list[str], timeout: float = 300.0) -> dict[str, Any]:
         """Import *modules* in the agent, so forked probes start with them loaded."""
         return await self._ask("W", {"modules": modules}, timeout)
-
-    async def run(
-        self,
-        program: bytes,
-        on_output: OnOutput,
-        *,
-        cancel: asyncio.Event | None = None,
-        timeout: float | None = None,
-        fork: bool = False,
-    ) -> ExitInfo:
-        """Run one probe program in a child of the agent; how it ended, as a session would say."""
-        chain = HopChain.python(self.target)  # the agent runs it with its own interpreter
-        return await run_process(AgentTransport(self), chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
 
     async def close(self) -> None:
         """Quit the agent (it kills its children's groups) and close the channel."""
