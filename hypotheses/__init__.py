@@ -22,7 +22,8 @@ from .catalog import (
     SymptomDef,
     load_catalog,
 )
-from .describe import ago, describe_check, describe_retest, describe_revisit
+from .describe import ago, describe_check, describe_retest, describe_revisit, same_state, what_differed
+from .drift import Change, fingerprint_changes, state_changes
 from .errors import CatalogError, HypothesisError, MissingField, RuleError
 from .model import InvestigationState
 from .records import (
@@ -45,6 +46,7 @@ __all__ = [
     "RemedyApplication",
     "BUILTIN_DIR",
     "Catalog",
+    "Change",
     "CatalogError",
     "EVIDENCE_CLASSES",
     "Event",
@@ -75,6 +77,10 @@ __all__ = [
     "describe_check",
     "describe_retest",
     "describe_revisit",
+    "fingerprint_changes",
+    "same_state",
+    "state_changes",
+    "what_differed",
     "judge",
     "load_catalog",
     "result_fields",

@@ -4,11 +4,15 @@ CLI's refusal, the UI's modal, the flag recorded in the session and the postmort
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
+from .drift import state_changes
 from .model import InvestigationState
-from .records import PreRunCheck
+from .records import PreRunCheck, RunInfo
+from .state import component_keys
 
-__all__ = ["ago", "describe_check", "describe_retest", "describe_revisit"]
+__all__ = ["ago", "describe_check", "describe_retest", "describe_revisit", "same_state", "what_differed"]
 
 
 def ago(seconds: float) -> str:
@@ -19,18 +23,56 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
+def _torch(reported: Mapping[str, Any] | None) -> str | None:
+    env = (reported or {}).get("env") or {}
+    torch = env.get("torch")
+    if isinstance(torch, Mapping):
+        return torch.get("version")
+    return torch if isinstance(torch, str) else (env.get("distributions") or {}).get("torch")
+
+
+def same_state(run: RunInfo) -> str:
+    """"same torch 2.13.0+cpu, same code, same caches, same remedies" for *run*'s state."""
+    torch = _torch(run.state)
+    env = f"same torch {torch}" if torch else "same environment"
+    return f"{env}, same code, same caches, same remedies"
+
+
+def what_differed(first: RunInfo, other: RunInfo) -> str:
+    """What *other* saw that *first* did not: "torch 2.11.0+cu130", "other code", …"""
+    seen = [f"{c.name} {c.after}" if c.after is not None else f"no {c.name}" for c in state_changes(first.state, other.state)]
+    if first.state is not None and other.state is not None:
+        a, b = component_keys(first.state), component_keys(other.state)
+        seen += [f"other {part}" for part in ("code", "caches") if a[part] != b[part]]
+        if not seen and a["env"] != b["env"]:
+            seen.append("another environment")
+    if set(first.remedies) != set(other.remedies):
+        seen.append("other remedies")
+    return ", ".join(seen[:3]) + (f" and {len(seen) - 3} more" if len(seen) > 3 else "") if seen else "another state"
+
+
 def describe_retest(state: InvestigationState, check: PreRunCheck, now: float | None = None) -> str:
     """"this repeats #3 (env-fingerprint on ct200, 12 min ago) in the same state …: it was
-    completed — refutes version-drift"; empty when the check repeats nothing."""
+    completed — refutes version-drift", or, when the world went back to an earlier run's
+    state, "back to the state of #1 after #2 saw torch 2.11.0+cu130; #1 already answered
+    this: …"; empty when the check repeats nothing."""
     earlier = check.retest_of
     if earlier is None:
         return ""
     now = time.time() if now is None else now
     verdicts = state.verdicts_for(earlier.id)
     said = "; ".join(str(e) for e in verdicts) if verdicts else earlier.reason or "no evidence"
+    answered = f"it was {earlier.classification} — {said}"
+    if check.back_from is not None:
+        back = check.back_from
+        return (
+            f"back to the state of #{earlier.id} ({earlier.probe} on {earlier.target}, {ago(now - earlier.started_ts)}) "
+            f"after #{back.id} saw {what_differed(earlier, back)}; #{earlier.id} already answered this: {answered}"
+        )
+    how = "measured just now" if check.measured else "as last reported"
     return (
         f"this repeats #{earlier.id} ({earlier.probe} on {earlier.target}, {ago(now - earlier.started_ts)}) "
-        f"in the same state (same environment, code, caches and remedies): it was {earlier.classification} — {said}"
+        f"in the same state ({how}: {same_state(earlier)}): {answered}"
     )
 
 

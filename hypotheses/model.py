@@ -69,6 +69,8 @@ class InvestigationState:
         self._by_run: dict[int, list[Evidence]] = {}  # run -> its verdicts, in order
         self.user_links: list[tuple[str, str, str]] = []
         self._by_check: dict[tuple[str, str], int] = {}  # (check key, state key) -> latest run
+        self._last_of_check: dict[str, int] = {}  # check key -> its latest answered run with a state
+        self.observations: list[dict[str, Any]] = []  # state reads before runs that told something
         self._counts: dict[str, dict[str, int]] = {}  # hypothesis -> verdict -> n
         # target -> (last reported state, its part keys); None once a shell run made it unknown
         self._known_state: dict[str, tuple[dict[str, Any], dict[str, str]] | None] = {}
@@ -89,6 +91,7 @@ class InvestigationState:
             EventKind.FLAG_RAISED: self._flag,
             EventKind.NOTE_ADDED: self._note,
             EventKind.BASELINE_MARKED: self._baseline,
+            EventKind.STATE_OBSERVED: self._observed,
         }
 
     # ---------------------------------------------------------------- folding
@@ -215,6 +218,7 @@ class InvestigationState:
             self._known_state[run.target] = None
         if run.classification in _ANSWERED and run.state_key is not None:
             self._by_check[(run.check_key, run.state_key)] = run.id
+            self._last_of_check[run.check_key] = run.id
 
     def _evidence(self, e: Event) -> None:
         d = e.data
@@ -282,6 +286,13 @@ class InvestigationState:
     def _note(self, e: Event) -> None:
         self.notes.append({"seq": e.seq, "ts": e.ts, "text": e.data["text"], "about": e.data.get("about")})
 
+    def _observed(self, e: Event) -> None:
+        d = e.data
+        self.observations.append({**d, "seq": e.seq, "ts": e.ts})
+        state = d.get("state")
+        if state is not None:
+            self._known_state[d["target"]] = (state, d.get("state_parts") or component_keys(state))
+
     def _baseline(self, e: Event) -> None:
         self.baselines[e.data["target"]] = e.data["run"]
 
@@ -329,30 +340,73 @@ class InvestigationState:
         return None
 
     def status(self, hypothesis: str) -> str:
-        """open | supported | refuted | confirmed | inconclusive — derived, never stored."""
-        counts = self.evidence_counts(hypothesis)
-        if counts["supports"] and counts["refutes"]:
-            return "inconclusive"
-        if counts["supports"]:
-            return "confirmed" if self.fixed_by(hypothesis) else "supported"
-        if counts["refutes"]:
-            return "refuted"
-        if counts["inconclusive"]:
-            return "inconclusive"
-        return "open"
+        """open | supported | refuted | confirmed | inconclusive — derived, never stored.
 
-    def check_before_run(self, probe: str, params: Mapping[str, Any], target: str) -> PreRunCheck:
-        """Is running *probe* now a circular retest, or a revisit of a refuted hypothesis?"""
-        ck = check_key(probe, params, target)
-        expected = self.expected_state(target)
-        if expected is None:
-            return PreRunCheck(ck, None)
+        Evidence belongs to the state it was seen in. The status is what the evidence of the
+        latest state with a decisive verdict says: evidence from an earlier state that the
+        world has since left records history, it does not contradict (drift seen at #2 and
+        gone at #5 is refuted now, seen then — :meth:`history`). ``inconclusive`` is kept for
+        evidence that disagrees within one state, or that never decided anything."""
+        entries = self.evidence.get(hypothesis, [])
+        decisive = [e for e in entries if e.verdict != "inconclusive"]
+        if not decisive:
+            return "inconclusive" if entries else "open"
+        latest = decisive[-1].state_key
+        now = {e.verdict for e in decisive if e.state_key == latest}
+        if len(now) > 1:
+            return "inconclusive"
+        if decisive[-1].verdict == "supports":
+            return "confirmed" if self.fixed_by(hypothesis) else "supported"
+        return "refuted"
+
+    def history(self, hypothesis: str) -> list[tuple[str, list[Evidence]]]:
+        """(state key, its decisive evidence) per state, oldest first, merging consecutive
+        runs in one state: what the evidence said as the world changed."""
+        out: list[tuple[str, list[Evidence]]] = []
+        for e in self.evidence.get(hypothesis, []):
+            if e.verdict == "inconclusive":
+                continue
+            if out and out[-1][0] == e.state_key:
+                out[-1][1].append(e)
+            else:
+                out.append((e.state_key, [e]))
+        return out
+
+    def check_before_run(
+        self,
+        probe: str,
+        params: Mapping[str, Any],
+        target: str,
+        *,
+        state: Mapping[str, Any] | None = None,
+        definition: Mapping[str, Any] | None = None,
+        unknown: str | None = None,
+    ) -> PreRunCheck:
+        """Is running *probe* now a circular retest, or a revisit of a refuted hypothesis?
+
+        With *state* (the target's state read just now) the answer is measured: a retest of
+        the latest earlier run of this check that saw exactly this state, even when another
+        state came in between (the world went back). With *unknown* (the read failed) nothing
+        is flagged. With neither, the state is predicted from the target's last report — good
+        enough to choose a next step, never used to refuse a run."""
+        ck = check_key(probe, params, target, definition)
+        if unknown is not None:
+            return PreRunCheck(ck, None, measured=True, unknown=unknown)
+        if state is not None:
+            expected = state_key(state, self.active_remedies(target))
+        else:
+            expected = self.expected_state(target)
+            if expected is None:
+                return PreRunCheck(ck, None)
         earlier = self._by_check.get((ck, expected))
         retest = self.runs[earlier] if earlier is not None else None
+        latest = self._last_of_check.get(ck)
+        back_from = self.runs[latest] if retest is not None and latest is not None and latest != earlier else None
         revisits = tuple(
             h for h in self.testing(probe) if self.status(h) == "refuted" and self._refuted_at.get(h) == expected
         )
-        return PreRunCheck(ck, expected, retest, revisits)
+        return PreRunCheck(ck, expected, retest, revisits, measured=state is not None,
+                           state=dict(state) if state is not None else None, back_from=back_from)
 
     def oscillations(self, run_id: int) -> list[tuple[str, int, int]]:
         """(part, earlier run, previous run) for each state part that *run_id* returned to."""

@@ -44,6 +44,7 @@ class EventKind(StrEnum):
     FLAG_RAISED = "flag.raised"
     NOTE_ADDED = "note.added"
     BASELINE_MARKED = "baseline.marked"
+    STATE_OBSERVED = "state.observed"
 
 
 @dataclass(frozen=True)
@@ -167,12 +168,21 @@ class Flag:
 
 @dataclass(frozen=True)
 class PreRunCheck:
-    """What the model says before a run: is it a retest, does it revisit a refuted idea."""
+    """What the model says before a run: is it a retest, does it revisit a refuted idea.
+
+    ``measured``: the target's state was read just now (``state``), not predicted from its
+    last run; ``unknown`` says why it could not be read (then nothing is flagged).
+    ``back_from``: when the retest's run is not the latest of this check, the latest one,
+    which saw another state — the world went back to the state of ``retest_of``."""
 
     check_key: str
     expected_state: str | None
     retest_of: RunInfo | None = None
     revisits: tuple[str, ...] = ()
+    measured: bool = False
+    state: dict[str, Any] | None = None
+    unknown: str | None = None
+    back_from: RunInfo | None = None
 
     @property
     def flagged(self) -> bool:

@@ -29,8 +29,12 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()[:16]
 
 
-def check_key(probe: str, params: Mapping[str, Any], target: str) -> str:
-    return _digest({"probe": probe, "params": dict(params), "target": target})
+def check_key(probe: str, params: Mapping[str, Any], target: str, definition: Mapping[str, Any] | None = None) -> str:
+    """What a run asks: the probe, its parameters, the target — and, when given, the target's
+    definition (hops, python, env, workdir, container): a redefined target is a new question."""
+    if definition is None:  # sessions recorded before definitions were part of the key
+        return _digest({"probe": probe, "params": dict(params), "target": target})
+    return _digest({"probe": probe, "params": dict(params), "target": target, "definition": dict(definition)})
 
 
 def component_keys(state: Mapping[str, Any]) -> dict[str, str]:

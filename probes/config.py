@@ -59,6 +59,14 @@ class Target:
     def is_local(self) -> bool:
         return self.ssh is None
 
+    def definition(self) -> dict[str, Any]:
+        """What a run on this target goes through — hops, container, python, env, workdir:
+        part of what a check asks (a redefined target is a new question)."""
+        container = self.container.__dict__ if self.container else None
+        return {"ssh": self.ssh, "jump": list(self.jump), "port": self.port, "user": self.user, "container": container,
+                "python": self.python, "env": dict(sorted(self.env.items())), "workdir": self.workdir,
+                "code": self.code_remote if self.ssh else self.code_local}
+
     @property
     def far_hop(self) -> int:
         """The hop (1-based) that runs commands: the last ssh hop, or 1 for this machine."""

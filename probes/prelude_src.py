@@ -205,9 +205,22 @@ def _sleuth_main(config):
         "caches": caches(),
     }
     emit("state", **state)
+    if config.get("mode") == "state":  # only the state read before a run: nothing else runs
+        emit("done", ok=True, exit=0, seconds=0.0)
+        _sys.exit(0)
 
+    # The probe runs as the real __main__ module (sys.modules["__main__"] is its namespace):
+    # torch.compile, pickle and others look a function's globals up through its module, and
+    # a namespace that only says it is __main__ makes dynamo fail ("module '__main__' has no
+    # attribute …").
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__dict__.update({"__file__": config["filename"], "__builtins__": __builtins__, "emit": emit,
+                          "params": config["params"]})
+    _sys.modules["__main__"] = main
+    namespace = main.__dict__
     started = time.time()
-    namespace = {"__name__": "__main__", "__file__": config["filename"], "emit": emit, "params": config["params"]}
     exit_code = 0
     ok = True
     try:

@@ -37,7 +37,16 @@ from .remedies import (
     run_to_verify,
     write_remedy,
 )
-from .runs import RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
+from .runs import (
+    Measured,
+    RunReport,
+    RunRequest,
+    check_run,
+    measure_state,
+    request_for_probe,
+    request_for_shell,
+    run_probe,
+)
 from .store import STREAMS, OutputLine, Store
 from .workspace import Workspace
 
@@ -62,7 +71,10 @@ __all__ = [
     "latest_shapes",
     "plan_remedy",
     "revert_remedy",
+    "Measured",
     "RunReport",
+    "check_run",
+    "measure_state",
     "RunRequest",
     "request_for_probe",
     "request_for_shell",

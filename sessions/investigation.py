@@ -31,6 +31,7 @@ from sleuth.hypotheses import (
     describe_revisit,
     judge,
     result_fields,
+    state_changes,
     state_key_of_parts,
 )
 
@@ -210,17 +211,53 @@ class Investigation:
 
     # ------------------------------------------------------------ runs
 
-    def check_before_run(self, probe: str, params: Mapping[str, Any], target: str) -> PreRunCheck:
+    def check_before_run(
+        self,
+        probe: str,
+        params: Mapping[str, Any],
+        target: str,
+        *,
+        state: Mapping[str, Any] | None = None,
+        definition: Mapping[str, Any] | None = None,
+        unknown: str | None = None,
+    ) -> PreRunCheck:
+        """See :meth:`InvestigationState.check_before_run`: measured when *state* (or
+        *unknown*) is given, predicted otherwise."""
         self._catch_up()
-        return self.state.check_before_run(probe, params, target)
+        return self.state.check_before_run(probe, params, target, state=state, definition=definition, unknown=unknown)
+
+    def observe_state(self, target: str, check: PreRunCheck) -> bool:
+        """Record the state read before a run when it tells something: the target changed
+        since sleuth last saw it (by hand, outside sleuth), or the run would repeat an earlier
+        one. Declining the run then loses nothing. Whether it was recorded."""
+        measured = check.state
+        if measured is None:
+            return False
+        known = self.state._known_state.get(target)
+        parts = component_keys(measured)
+        changed = known is None or known[1] != parts
+        if not (changed or check.flagged):
+            return False
+        data: dict[str, Any] = {"target": target, "state": measured, "state_parts": parts, "state_key": check.expected_state}
+        if known is not None:
+            data["changes"] = [c.to_dict() for c in state_changes(known[0], measured)]
+        if check.retest_of is not None:
+            data["same_as"] = check.retest_of.id
+        if check.back_from is not None:
+            data["back_from"] = check.back_from.id
+        self._record(EventKind.STATE_OBSERVED, data)
+        return True
 
     def describe_check(self, check: PreRunCheck, now: float | None = None) -> str:
         """What is flagged about *check*, in the words every front end uses."""
         return describe_check(self.state, check, now)
 
-    def begin_run(self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe") -> RunStart:
-        """Record the start of a run; flags a circular retest or revisit first, as events."""
-        check = self.check_before_run(probe, params, target)
+    def begin_run(
+        self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe", check: PreRunCheck | None = None
+    ) -> RunStart:
+        """Record the start of a run (under *check*, the one made before it, measured or
+        not); flags a circular retest or revisit first, as events."""
+        check = check or self.check_before_run(probe, params, target)
         run = self.state.next_run_id()
         if check.retest_of is not None:
             self._record(
@@ -321,11 +358,24 @@ class Investigation:
                     "earlier": earlier,
                     "target": info.target,
                     "component": part,
-                    "message": f"the {part} of {info.target} is back to what #{earlier} saw, after #{previous} saw another",
+                    "message": self._oscillation(part, earlier, previous, run),
                 },
             )
         self._judge(info, classification, fields)
         return info
+
+    def _oscillation(self, part: str, earlier: int, previous: int, run: int) -> str:
+        """"torch 2.11.0+cu128 → 2.11.0+cu130 → 2.11.0+cu128 on ct200 (#3, #5, #8)"."""
+        st = self.state
+        target = st.runs[run].target
+        runs = f"(#{earlier}, #{previous}, #{run})"
+        if part == "env":
+            changes = state_changes(st.runs[earlier].state, st.runs[previous].state)
+            if changes:
+                went = "; ".join(f"{c.name} {c.before or 'absent'} → {c.after or 'absent'} → {c.before or 'absent'}"
+                                 for c in changes[:3])
+                return f"{went} on {target} {runs}"
+        return f"the {part} of {target} went back to what #{earlier} saw after #{previous} saw another {runs}"
 
     def _judge(self, info: RunInfo, classification: str, fields: dict[str, Any]) -> None:
         for hyp_id in self.state.testing(info.probe):

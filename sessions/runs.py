@@ -12,14 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import PreRunCheck
+from sleuth.hypotheses import PreRunCheck, fingerprint_changes
 from sleuth.probes import AgentPool, ProgramSpec, RunOutcome, SshPool, Target, Transport, execute
 from sleuth.probes.catalog import ProbeDef
 
 from .errors import CircularRetest
 from .investigation import Investigation
 
-__all__ = ["CircularRetest", "RunRequest", "RunReport", "run_probe", "request_for_probe", "request_for_shell"]
+__all__ = [
+    "CircularRetest",
+    "Measured",
+    "RunReport",
+    "RunRequest",
+    "check_run",
+    "measure_state",
+    "request_for_probe",
+    "request_for_shell",
+    "run_probe",
+]
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,8 @@ class RunRequest:
     spec: ProgramSpec  # what is sent (runtime params, baseline included)
     params: dict[str, Any]  # what identifies the check (recorded; baseline by run number)
     timeout: float | None = None
+    baseline: dict[str, Any] | None = None  # the baseline fingerprint a probe's result is diffed with
+    compares: bool = False  # the probe's result is compared with the target's baseline
 
 
 @dataclass
@@ -60,20 +72,93 @@ class RunReport:
 def request_for_probe(inv: Investigation, probe: ProbeDef, target: Target, params: dict[str, Any]) -> RunRequest:
     merged = {**probe.params, **params}
     runtime = dict(merged)
+    baseline = None
     if probe.baseline:
         base = inv.baseline(target.name)
         if base is not None and isinstance(base.result.get("fingerprint"), dict):
-            runtime["baseline"] = base.result["fingerprint"]
+            baseline = base.result["fingerprint"]
             merged["baseline_run"] = base.id
     spec = ProgramSpec(probe=probe.id, source=probe.source, filename=str(probe.path.name), params=runtime, fork=probe.fork)
     kind = "probe" if probe.path.parent.name == "scripts" else "script"
     name = probe.id if kind == "probe" else f"script:{probe.path.name}"
-    return RunRequest(name, kind, spec, merged, probe.timeout)
+    return RunRequest(name, kind, spec, merged, probe.timeout, baseline, bool(probe.baseline))
+
+
+def with_drift(records: list[dict[str, Any]], baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The result record (the one with a ``fingerprint``) with what changed since *baseline*:
+    ``has_baseline``, ``drift`` (how many), ``drift_keys`` and ``changes`` ({name, before,
+    after}, every distribution named with both versions)."""
+    out = []
+    for rec in records:
+        if rec.get("kind") == "result" and isinstance(rec.get("fingerprint"), dict):
+            changes = fingerprint_changes(baseline, rec["fingerprint"]) if baseline is not None else []
+            rec = {**rec, "has_baseline": baseline is not None, "drift": len(changes),
+                   "drift_keys": [c.name for c in changes], "changes": [c.to_dict() for c in changes]}
+        out.append(rec)
+    return out
+
+
+STATE_READ = ProgramSpec(probe="state", mode="state", fork=True)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The target's state read just before a run, or why it could not be read."""
+
+    state: dict[str, Any] | None
+    unknown: str | None = None
+    seconds: float = 0.0
+
+
+class _Discard:
+    def write(self, stream: str, data: bytes) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+async def measure_state(
+    target: Target,
+    *,
+    pool: SshPool | None = None,
+    agents: AgentPool | None = None,
+    transport: Transport | None = None,
+    timeout: float = 60.0,
+) -> Measured:
+    """Read *target*'s state now — interpreter, distributions, code tree hash, compile
+    caches — with the prelude alone (through the resident agent: milliseconds; else one
+    short session). A transport fault or any other end is an unknown state, never a guess."""
+    outcome = await execute(target, STATE_READ, _Discard(), pool=pool, agents=agents, transport=transport, timeout=timeout)
+    if outcome.classification == "completed" and outcome.state is not None:
+        return Measured(outcome.state, None, outcome.seconds)
+    return Measured(None, f"the state of {target.name} could not be read ({outcome.classification}: {outcome.reason})",
+                    outcome.seconds)
 
 
 def request_for_shell(command: str, timeout: float | None = None) -> RunRequest:
     spec = ProgramSpec(probe="shell", mode="shell", shell=command)
     return RunRequest("shell", "shell", spec, {"cmd": command}, timeout)
+
+
+async def check_run(
+    inv: Investigation,
+    target: Target,
+    request: RunRequest,
+    measured: Measured | None = None,
+    *,
+    pool: SshPool | None = None,
+    agents: AgentPool | None = None,
+    transport: Transport | None = None,
+) -> PreRunCheck:
+    """Measure *target*'s state (unless given) and say whether *request* repeats an earlier
+    run in it; the state read is recorded when it tells something (see observe_state)."""
+    if measured is None:
+        measured = await measure_state(target, pool=pool, agents=agents, transport=transport)
+    check = inv.check_before_run(request.probe, request.params, target.name, state=measured.state,
+                                 definition=target.definition(), unknown=measured.unknown)
+    inv.observe_state(target.name, check)
+    return check
 
 
 async def run_probe(
@@ -90,12 +175,17 @@ async def run_probe(
     on_output: Callable[[str, bytes], None] | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    check: PreRunCheck | None = None,
 ) -> RunReport:
-    """Run *request* on *target* and record it; CircularRetest first unless *force*."""
-    check = inv.check_before_run(request.probe, request.params, target.name)
+    """Run *request* on *target* and record it. First the target's state is read (unless
+    *check*, made by :func:`check_run` just before, brings it): a run that would repeat an
+    earlier one in exactly this state raises CircularRetest unless *force*; an unreadable
+    state flags nothing."""
+    if check is None:
+        check = await check_run(inv, target, request, pool=pool, agents=agents, transport=transport)
     if check.flagged and not force:
         raise CircularRetest(inv.describe_check(check), check)
-    start = inv.begin_run(request.probe, request.params, target.name, kind=request.kind)
+    start = inv.begin_run(request.probe, request.params, target.name, kind=request.kind, check=check)
     if on_start:
         on_start(start.run)
     capture = inv.capture(start.run)
@@ -120,6 +210,8 @@ async def run_probe(
             inv.finish_run(
                 start.run, "killed", "sleuth itself was interrupted while the run was going", [], None, capture.lines
             )
+    if request.compares:
+        outcome.records = with_drift(outcome.records, request.baseline)
     inv.finish_run(
         start.run,
         outcome.classification,

@@ -138,7 +138,7 @@ def test_oscillation_a_b_a_is_flagged(inv):
     third = record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, env_state(torch="2.11.0+cu128"))
     osc = [f for f in inv.state.flags if f.kind == "oscillation"]
     assert [(f.run, f.earlier, f.component) for f in osc] == [(third, 1, "env")]
-    assert "back to what #1 saw, after #2" in osc[0].message
+    assert osc[0].message == "torch 2.11.0+cu128 → 2.11.0+cu130 → 2.11.0+cu128 on local (#1, #2, #3)"
 
 
 def test_revisiting_a_refuted_hypothesis_is_flagged(inv):

@@ -38,17 +38,17 @@ def test_describe_check_says_what_repeats_and_what_it_found(inv):
     s = env_state()
     inv.mark_baseline(record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s))
     record_run(inv, "env-fingerprint", {"has_baseline": True, "drift": 0}, s, params={"baseline": 1})
-    check = inv.check_before_run("env-fingerprint", {"baseline": 1}, "local")
+    check = inv.check_before_run("env-fingerprint", {"baseline": 1}, "local", state=s)  # measured now
     started = inv.state.runs[2].started_ts
     text = describe_check(inv.state, check, now=started + 12 * 60)
     assert text == (
-        "this repeats #2 (env-fingerprint on local, 12 min ago) in the same state (same environment, code, "
-        "caches and remedies): it was completed — refutes version-drift; "
+        "this repeats #2 (env-fingerprint on local, 12 min ago) in the same state (measured just now: same torch "
+        "2.11.0+cu128, same code, same caches, same remedies): it was completed — refutes version-drift; "
         "version-drift was refuted in this same state and nothing new has been learned since"
     )
     # one wording: the CLI's refusal, the UI's modal and the recorded flag say the same
     assert inv.describe_check(check, now=started + 12 * 60) == text
-    forced = inv.begin_run("env-fingerprint", {"baseline": 1}, "local")
+    forced = inv.begin_run("env-fingerprint", {"baseline": 1}, "local", check=check)
     flags = [f for f in inv.state.flags if f.run == forced.run]
     assert [f.kind for f in flags] == ["circular-retest", "revisit"]
     assert flags[0].message.startswith("this repeats #2 (env-fingerprint on local, ")

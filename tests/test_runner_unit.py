@@ -133,11 +133,14 @@ def test_records_split_across_chunks_are_found():
 
 # ------------------------------------------------------------------ run_probe: evidence and flags
 
-def fingerprint_reply(drift: int, has_baseline: bool = True, torch: str = "2.11.0+cu128"):
+def fingerprint_reply(torch: str = "2.11.0+cu128", **dists: str):
+    """A far end whose env-fingerprint reports *torch* and *dists*, and a state to match."""
     def handler(chain, stdin):
-        result = {"kind": "result", "fingerprint": {"torch": torch}, "has_baseline": has_baseline, "drift": drift,
-                  "drift_keys": ["torch"] if drift else [], "torch": torch, "cuda": "12.8", "triton": "3.5.0"}
-        return probe_reply(stdin, [result], state=env_state(torch=torch))
+        distributions = {"torch": torch, **dists}
+        result = {"kind": "result", "fingerprint": {"python": "3.11.7", "torch.cuda": torch.rpartition("+cu")[2] or None,
+                                                    "distributions": distributions},
+                  "distributions": distributions, "torch": torch}
+        return probe_reply(stdin, [result], state=env_state(torch=torch, distributions=distributions))
     return MockTransport(handler)
 
 
@@ -146,35 +149,62 @@ def fingerprint(inv, transport, **kw):
     return asyncio.run(run_probe(inv, LOCAL, request_for_probe(inv, probe, LOCAL, {}), transport=transport, **kw))
 
 
-def test_run_probe_records_the_run_and_its_evidence(inv):
-    report = fingerprint(inv, fingerprint_reply(drift=1))
+def test_run_probe_names_the_drift_from_the_baseline_and_records_evidence(inv):
+    first = fingerprint(inv, fingerprint_reply())
+    assert [e.verdict for e in inv.state.verdicts_for(first.run)] == ["inconclusive"]  # no baseline yet
+    inv.mark_baseline(first.run)
+    report = fingerprint(inv, fingerprint_reply("2.11.0+cu130", numpy="2.1.0"))
     info = inv.state.runs[report.run]
     assert info.classification == "completed" and info.state_key
     data = report.to_json(inv)
     assert data["evidence"] == [{"hypothesis": "version-drift", "verdict": "supports"}]
+    (result,) = [r for r in data["records"] if r["kind"] == "result"]
+    assert result["has_baseline"] is True and result["drift"] == 3
+    assert result["changes"] == [
+        {"name": "torch", "before": "2.11.0+cu128", "after": "2.11.0+cu130"},
+        {"name": "torch.cuda", "before": "128", "after": "130"},
+        {"name": "numpy", "before": None, "after": "2.1.0"},
+    ]
     assert inv.state.status("version-drift") == "supported"
-    assert b'"drift": 1' in inv.store.output_bytes(report.run, "stdout")  # the output is in the store
+    assert b'"torch": "2.11.0+cu130"' in inv.store.output_bytes(report.run, "stdout")  # the output is in the store
 
 
 def test_run_probe_refuses_a_circular_retest_then_records_a_forced_one(inv):
-    first = fingerprint(inv, fingerprint_reply(drift=0))
+    first = fingerprint(inv, fingerprint_reply())
+    inv.mark_baseline(first.run)
+    second = fingerprint(inv, fingerprint_reply())  # the baseline is part of the question: not a retest of #1
     with pytest.raises(CircularRetest) as flag:
-        fingerprint(inv, fingerprint_reply(drift=0))
-    assert flag.value.check.retest_of.id == first.run
-    assert f"#{first.run}" in str(flag.value)
-    assert len(inv.state.runs) == 1  # declined: nothing ran
-    forced = fingerprint(inv, fingerprint_reply(drift=0), force=True)
-    assert inv.state.runs[forced.run].retest_of == first.run
+        fingerprint(inv, fingerprint_reply())
+    assert flag.value.check.retest_of.id == second.run and flag.value.check.measured
+    assert f"this repeats #{second.run}" in str(flag.value) and "measured just now: same torch 2.11.0+cu128" in str(flag.value)
+    assert len(inv.state.runs) == 2  # declined: nothing ran
+    forced = fingerprint(inv, fingerprint_reply(), force=True)
+    assert inv.state.runs[forced.run].retest_of == second.run
     # the repeat, and the refuted version-drift asked again in the state that refuted it
     assert [(f.kind, f.run, f.earlier or f.hypothesis) for f in inv.state.flags] == [
-        ("circular-retest", forced.run, first.run), ("revisit", forced.run, "version-drift")]
+        ("circular-retest", forced.run, second.run), ("revisit", forced.run, "version-drift")]
+
+
+def test_a_state_that_cannot_be_read_flags_nothing(inv):
+    fingerprint(inv, fingerprint_reply())
+    calls = []
+
+    def flaky(chain, stdin):
+        calls.append(stdin)
+        if len(calls) == 1:  # the state read: the connection drops
+            return Reply(lost="hop 1: the agent went away after 0.1 s")
+        return fingerprint_reply().handler(chain, stdin)
+
+    report = fingerprint(inv, MockTransport(flaky))
+    assert inv.state.runs[report.run].retest_of is None and not inv.state.flags
+    assert b'"mode": "state"' in calls[0]  # the first call read the state, nothing else
 
 
 def test_a_transport_failure_records_no_evidence(inv):
     def lost(chain, stdin):
         return Reply(lost="hop 1: the agent went away after 0.5 s")
 
-    report = fingerprint(inv, MockTransport(lost))
+    report = fingerprint(inv, MockTransport(lost))  # the state read fails too: unknown, no flag
     assert inv.state.runs[report.run].classification == "transport"
     assert report.to_json(inv)["evidence"] == []
     assert inv.state.status("version-drift") == "open"

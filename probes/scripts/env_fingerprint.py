@@ -1,5 +1,7 @@
-"""Environment fingerprint: torch build, CUDA, triton, driver, GPUs, key packages and
-variables — diffed against the target's baseline when one is marked."""
+"""Environment fingerprint: torch build (version with its build tag, CUDA, cuDNN, NCCL, git
+version), triton, driver, GPUs, every installed distribution and the variables that steer
+compilation and memory. sleuth diffs it against the target's baseline, package by package
+(hypotheses/drift.py), and adds has_baseline, drift and changes to the result."""
 
 PROBE = {
     "fork": True,  # reads state only: safe to fork from a warm agent
@@ -9,7 +11,7 @@ PROBE = {
     "cost": 3,
     "baseline": True,
     "params": {"import_torch": True},
-    "reports": ["fingerprint", "has_baseline", "drift", "drift_keys", "torch", "cuda", "triton"],
+    "reports": ["fingerprint", "has_baseline", "drift", "drift_keys", "changes", "torch", "cuda", "triton"],
 }
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
@@ -30,11 +32,6 @@ try:
 except ImportError:  # pragma: no cover
     metadata = None
 
-WATCH = (
-    "torch", "triton", "pytorch-triton", "transformers", "accelerate", "flash-attn", "numpy",
-    "nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cuda-runtime",
-    "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "deepspeed", "sglang", "vllm",
-)
 VARS = re.compile(r"^(CUDA_|TORCH|PYTORCH_|NCCL_|TRITON_|CUBLAS|CUDNN|LD_LIBRARY_PATH$|OMP_NUM_THREADS$)")
 SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.I)
 
@@ -92,11 +89,8 @@ fp = {
 import hashlib  # noqa: E402
 
 fp["distributions_sha"] = hashlib.sha256(json.dumps(dists, sort_keys=True).encode()).hexdigest()[:16] if dists else None
+fp["distributions"] = dists  # every one, so a change names the package and both versions
 fp["nvidia_smi"] = nvidia_smi()
-for name in WATCH:
-    v = version(name)
-    if v is not None:
-        fp["pkg:" + name] = v
 for key, value in sorted(os.environ.items()):
     if VARS.match(key) and not SECRET.search(key):
         fp["var:" + key] = value
@@ -111,6 +105,10 @@ if params.get("import_torch", True) and version("torch") is not None:
     if torch.cuda.is_available():
         fp["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         fp["cudnn"] = torch.backends.cudnn.version()
+        try:
+            fp["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version())
+        except Exception:  # no NCCL in this build
+            fp["nccl"] = None
     try:
         import triton
 
@@ -118,24 +116,11 @@ if params.get("import_torch", True) and version("torch") is not None:
     except Exception:  # triton absent on CPU builds, or broken: both worth seeing
         fp["triton"] = None
 
-baseline = params.get("baseline")
-drift_keys = []
-if isinstance(baseline, dict):
-    for key in sorted(set(baseline) | set(fp)):
-        if key in ("platform",):  # kernel patch levels differ between hosts of one fleet
-            continue
-        if baseline.get(key) != fp.get(key):
-            drift_keys.append(key)
-
 emit(
     "result",
     fingerprint=fp,
-    has_baseline=isinstance(baseline, dict),
-    drift=len(drift_keys),
-    drift_keys=drift_keys,
-    drift_detail={k: [baseline.get(k), fp.get(k)] for k in drift_keys} if isinstance(baseline, dict) else {},
     distributions=dists,
-    torch=fp.get("torch") or fp.get("pkg:torch"),
+    torch=fp.get("torch") or dists.get("torch"),
     cuda=fp.get("torch.cuda"),
-    triton=fp.get("triton") or fp.get("pkg:triton") or fp.get("pkg:pytorch-triton"),
+    triton=fp.get("triton") or dists.get("triton") or dists.get("pytorch-triton"),
 )

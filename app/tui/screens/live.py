@@ -16,6 +16,7 @@ from sleuth.sessions import (
     InvestigationError,
     active_application,
     applied_file,
+    check_run,
     find_remedy_file,
     record_remedy,
     remedy_inputs,
@@ -58,6 +59,7 @@ class InvestigationScreen(BrowseScreen):
         self.live_run: int | None = None
         self.live_started = 0.0
         self._cancel: asyncio.Event | None = None
+        self._starting = False  # reading the target's state / asking before a retest
         self._spin = 0
 
     @property
@@ -103,6 +105,9 @@ class InvestigationScreen(BrowseScreen):
         if self.live_run is not None:
             self.notify(f"run #{self.live_run} is still going; [x] cancels it", severity="warning")
             return
+        if self._starting:
+            self.notify("reading the target's state before the run…", severity="warning")
+            return
         probe = self._probe_for_selection()
         if probe is None or probe not in self.app.probes:
             self.notify("select a probe (▷) to run, or a hypothesis with a next step", severity="warning")
@@ -113,30 +118,36 @@ class InvestigationScreen(BrowseScreen):
         target = self.app.target
         params = self.app.config.params_for(probe)
         request = request_for_probe(self.inv, self.app.probes[probe], target, params)
-        check = self.inv.check_before_run(request.probe, request.params, target.name)
-        if not check.flagged:
-            self._run_worker(request, False)
-            return
-        message = self.inv.describe_check(check, now=self.app.clock())
-        earlier = ""
-        if check.retest_of is not None:
-            e = check.retest_of
-            fields = ", ".join(f"{k}={v}" for k, v in sorted(e.result.items()))[:300]
-            earlier = f"#{e.id} {e.probe}: {e.classification} — {fields}"
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self._run_worker(request, True)
-            else:
-                self.inv.decline_run(request.probe, request.params, target.name, check)
-                self.notify("not run; the declined retest is in the timeline")
-                self.refresh_all()
-
-        self.app.push_screen(RetestDialog(message[:1].upper() + message[1:], earlier), answer)
+        self._starting = True
+        self._run_worker(request)
 
     @work(group="runs")
-    async def _run_worker(self, request: Any, force: bool) -> None:
+    async def _run_worker(self, request: Any) -> None:
+        """Read the target's state, ask before a circular retest, then run and record."""
         target = self.app.target
+        try:
+            try:
+                check = await check_run(self.inv, target, request, pool=self.app.pool, agents=self.app.agents)
+            except (SessionError, ProbesError, HypothesisError) as exc:
+                self.notify(f"the run could not start: {exc}", severity="error", timeout=10)
+                return
+            force = False
+            if check.flagged:
+                message = self.inv.describe_check(check, now=self.app.clock())
+                earlier = ""
+                if check.retest_of is not None:
+                    e = check.retest_of
+                    fields = ", ".join(f"{k}={v}" for k, v in sorted(e.result.items()))[:300]
+                    earlier = f"#{e.id} {e.probe}: {e.classification} — {fields}"
+                self.refresh_all()  # the state read is in the timeline already
+                if not await self.app.push_screen_wait(RetestDialog(message[:1].upper() + message[1:], earlier)):
+                    self.inv.decline_run(request.probe, request.params, target.name, check)
+                    self.notify("not run; the declined retest is in the timeline")
+                    self.refresh_all()
+                    return
+                force = True
+        finally:
+            self._starting = False
         self._cancel = asyncio.Event()
         self.live_started = time.monotonic()
 
@@ -148,7 +159,7 @@ class InvestigationScreen(BrowseScreen):
         try:
             report = await run_probe(
                 self.inv, target, request, force=force, cancel=self._cancel, pool=self.app.pool,
-                agents=self.app.agents, on_start=started,
+                agents=self.app.agents, on_start=started, check=check,
             )
         except CircularRetest as flag:  # another writer ran it meanwhile
             self.notify(f"circular retest: {flag}", severity="warning")
