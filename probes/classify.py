@@ -93,7 +93,7 @@ def classify(f: RunFacts) -> tuple[str, str]:
     if f.error is not None:
         where = " before its done record" if not done else ""
         return "failed", (
-            f"the probe raised {f.error.get('type')}: {_clip(str(f.error.get('message', '')))}{where}; "
+            f"the probe raised {f.error.get('type')}: {_clip(str(f.error.get('message', '')), 400)}{where}; "
             f"{_records(f)}; {_streams(f)}"
         )
     if done:

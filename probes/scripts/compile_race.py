@@ -32,6 +32,17 @@ FX_ERROR = "Detected that you are using FX to symbolically trace a dynamo-optimi
 P = {**PROBE["params"], **params}
 
 
+class CouldNotReproduce(RuntimeError):
+    """The probe could not do what it was asked: it ends failed, and gives no evidence."""
+
+
+if not os.path.isfile(P["entry"]):
+    raise CouldNotReproduce(
+        f"entry {P['entry']} not found in {os.getcwd()}: nothing was run; set [probes.compile-race] entry "
+        "in sleuth.toml or pass --param entry=PATH (relative to the target's workdir)"
+    )
+
+
 def run_once(threads):
     argv = [sys.executable, P["entry"], *P["args"], "--threads", str(threads), "--race", P["race"]]
     env = dict(os.environ)
@@ -64,6 +75,12 @@ def run_once(threads):
 
 
 trials = [run_once(P["threads"]) for _ in range(int(P["trials"]))]
+if trials and all(t["exit"] != 0 and not t["errors"] and not t.get("steps") for t in trials):
+    codes = sorted({t["exit"] for t in trials})
+    raise CouldNotReproduce(
+        f"{P['entry']} exited {', '.join(map(str, codes))} in every trial with no error sleuth can count and no "
+        "steps: the threaded phase never ran (its output is above)"
+    )
 control = run_once(1) if P["control"] else None
 errors = {}
 for t in trials:

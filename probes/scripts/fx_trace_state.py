@@ -111,6 +111,11 @@ def sleuth_trace(self, *args, **kwargs):
 fx_trace.Tracer.trace = sleuth_trace
 
 entry = os.path.abspath(P["entry"])
+if not os.path.isfile(entry):
+    raise FileNotFoundError(
+        f"entry {P['entry']} not found in {os.getcwd()}: nothing was run; set [probes.fx-trace-state] entry "
+        "in sleuth.toml or pass --param entry=PATH"
+    )
 sys.argv = [entry, *[str(a) for a in P["args"]]]
 sys.path.insert(0, os.path.dirname(entry))
 exit_code = 0
@@ -122,6 +127,11 @@ finally:
     torch.compile = real_compile
     fx_trace.Tracer.trace = real_trace
 
+if not calls:
+    raise RuntimeError(
+        f"{P['entry']} ran (exit {exit_code}) but never called a compiled flex_attention: there was nothing to "
+        "observe, so this says nothing about the race (is it the right entry, with the right args?)"
+    )
 overlaps = 0
 for name, start, end, _flag, _c in calls:
     for tname, tstart, tend in traces:
