@@ -21,7 +21,7 @@ import networkx as nx
 
 from .catalog import HypothesisDef, SymptomDef
 from .records import Event, EventKind, Evidence, Flag, PreRunCheck, RemedyApplication, RunInfo
-from .state import check_key, component_keys, state_key, state_key_of_parts
+from .state import canonical, check_key, component_keys, state_key, state_key_of_parts
 from .verdict import result_fields
 
 __all__ = ["InvestigationState"]
@@ -69,7 +69,9 @@ class InvestigationState:
         self._by_run: dict[int, list[Evidence]] = {}  # run -> its verdicts, in order
         self.user_links: list[tuple[str, str, str]] = []
         self._by_check: dict[tuple[str, str], int] = {}  # (check key, state key) -> latest run
-        self._last_of_check: dict[str, int] = {}  # check key -> its latest answered run with a state
+        # (probe, params, target name) -> its latest answered run with a state, whatever the
+        # target's definition then: what the world looked like the last time this was asked
+        self._last_asked: dict[tuple[str, str, str], int] = {}
         self.observations: list[dict[str, Any]] = []  # state reads before runs that told something
         self._counts: dict[str, dict[str, int]] = {}  # hypothesis -> verdict -> n
         # target -> (last reported state, its part keys); None once a shell run made it unknown
@@ -218,7 +220,7 @@ class InvestigationState:
             self._known_state[run.target] = None
         if run.classification in _ANSWERED and run.state_key is not None:
             self._by_check[(run.check_key, run.state_key)] = run.id
-            self._last_of_check[run.check_key] = run.id
+            self._last_asked[(run.probe, canonical(run.params), run.target)] = run.id
 
     def _evidence(self, e: Event) -> None:
         d = e.data
@@ -400,8 +402,10 @@ class InvestigationState:
                 return PreRunCheck(ck, None)
         earlier = self._by_check.get((ck, expected))
         retest = self.runs[earlier] if earlier is not None else None
-        latest = self._last_of_check.get(ck)
-        back_from = self.runs[latest] if retest is not None and latest is not None and latest != earlier else None
+        latest = self._last_asked.get((probe, canonical(params), target))
+        back_from = None
+        if retest is not None and latest is not None and latest != earlier and self.runs[latest].state_key != expected:
+            back_from = self.runs[latest]
         revisits = tuple(
             h for h in self.testing(probe) if self.status(h) == "refuted" and self._refuted_at.get(h) == expected
         )

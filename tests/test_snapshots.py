@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import env_state
 from sleuth.app.tui import OutputView, SleuthApp
 from sleuth.hypotheses import InvestigationState
+from sleuth.probes import MockTransport, load_config, probe_reply
 from test_ui import select, settle
 from textual.widgets import Tree
 from ui_sessions import T0, make_workspace, recorded_hunt
@@ -21,12 +23,18 @@ SIZE = (130, 44)
 @pytest.fixture
 def hunt(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj", python="python3")
-    return ws, recorded_hunt(ws.dir / "hunt.sleuth")
+    definition = load_config(ws.config_path).target("local").definition()
+    return ws, recorded_hunt(ws.dir / "hunt.sleuth", definition)
+
+
+def same_world(chain, stdin):
+    """The far end, faked for a fixed screen: its state now is the one the hunt recorded."""
+    return probe_reply(stdin, [], state=env_state())
 
 
 def live(hunt) -> SleuthApp:
     ws, path = hunt
-    return SleuthApp.live(ws, path, clock=lambda: T0 + 1800)
+    return SleuthApp.live(ws, path, clock=lambda: T0 + 1800, transport=MockTransport(same_world))
 
 
 def test_investigation_screen(snap_compare, hunt):

@@ -63,9 +63,10 @@ def make_workspace(root: Path, python: str | None = None, drafter: bool = True) 
 
 def _run(
     inv: Investigation, probe: str, lines: list[str], records: list[dict], state: dict | None,
-    err: list[str] = (), params: dict | None = None,
+    err: list[str] = (), params: dict | None = None, definition: dict | None = None,
 ) -> int:
-    start = inv.begin_run(probe, params or {}, "local")
+    check = inv.check_before_run(probe, params or {}, "local", definition=definition)
+    start = inv.begin_run(probe, params or {}, "local", check=check)
     cap = inv.capture(start.run)
     for line in lines:
         cap.write("stdout", (line + "\n").encode())
@@ -76,7 +77,7 @@ def _run(
     return start.run
 
 
-def recorded_hunt(path: Path) -> Path:
+def recorded_hunt(path: Path, definition: dict | None = None) -> Path:
     """A hunt in a session file at *path*, every timestamp fixed: the race reproduced (with a
     config dump, 50 repeated warnings and the traceback in its output), a fingerprint, a
     baseline, a circular retest, a cache inventory, a note."""
@@ -85,15 +86,17 @@ def recorded_hunt(path: Path) -> Path:
     inv = Investigation.create(scratch, "drafter race", load_catalog())
     inv.add_symptom("fx-trace-error")
     s = env_state()
-    _run(inv, "compile-race", race_output(), [{"kind": "result", **RACE_FAIL}], s, err=TRACEBACK)
+    _run(inv, "compile-race", race_output(), [{"kind": "result", **RACE_FAIL}], s, err=TRACEBACK, definition=definition)
     fp = {"has_baseline": False, "drift": 0, "fingerprint": {"torch": "2.11.0+cu128"}}
-    _run(inv, "env-fingerprint", ["torch 2.11.0+cu128", "triton 3.5.0"], [{"kind": "result", **fp}], s)
+    _run(inv, "env-fingerprint", ["torch 2.11.0+cu128", "triton 3.5.0"], [{"kind": "result", **fp}], s, definition=definition)
     inv.mark_baseline(2)
     checked = {**fp, "has_baseline": True}
     params = {**builtin_probes()["env-fingerprint"].params, "baseline_run": 2}  # as the UI's request has them
     for _ in range(2):  # the second is a circular retest of the first
-        _run(inv, "env-fingerprint", ["torch 2.11.0+cu128", "triton 3.5.0"], [{"kind": "result", **checked}], s, params=params)
-    _run(inv, "cache-inventory", ["inductor: 12 entries"], [{"kind": "result", "cold": False, "keys_match": True, "entries": 12}], s)
+        _run(inv, "env-fingerprint", ["torch 2.11.0+cu128", "triton 3.5.0"], [{"kind": "result", **checked}], s,
+             params=params, definition=definition)
+    _run(inv, "cache-inventory", ["inductor: 12 entries"], [{"kind": "result", "cold": False, "keys_match": True, "entries": 12}], s,
+         definition=definition)
     inv.add_note("the fingerprint matches the baseline: not drift", about="version-drift")
     doc = inv.export_json()
     inv.close()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from sleuth.probes import AgentPool, Config, SshPool, builtin_probes, load_config
+from sleuth.probes import AgentPool, Config, SshPool, Transport, builtin_probes, load_config
 from sleuth.sessions import Investigation, Store, Workspace
 from textual.app import App
 from textual.command import Hit, Hits, Provider
@@ -59,6 +59,7 @@ class SleuthApp(App):
         hint: str | None = None,
         clock: Callable[[], float] = time.time,
         target: str = "local",
+        transport: Transport | None = None,
     ) -> None:
         super().__init__()
         self.workspace = workspace
@@ -68,6 +69,8 @@ class SleuthApp(App):
         self.target = config.target(target)
         self.clock = clock
         self.pool = SshPool()
+        # runs go through the resident agents, unless a transport is given (the tests' fake)
+        self.transport = transport
         # probes run through one resident agent per target (started by the first run)
         self.agents = AgentPool(self.pool, warm=("torch",))
         self._replaying = replaying

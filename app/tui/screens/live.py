@@ -127,7 +127,8 @@ class InvestigationScreen(BrowseScreen):
         target = self.app.target
         try:
             try:
-                check = await check_run(self.inv, target, request, pool=self.app.pool, agents=self.app.agents)
+                check = await check_run(self.inv, target, request, pool=self.app.pool, agents=self.app.agents,
+                                        transport=self.app.transport)
             except (SessionError, ProbesError, HypothesisError) as exc:
                 self.notify(f"the run could not start: {exc}", severity="error", timeout=10)
                 return
@@ -159,7 +160,7 @@ class InvestigationScreen(BrowseScreen):
         try:
             report = await run_probe(
                 self.inv, target, request, force=force, cancel=self._cancel, pool=self.app.pool,
-                agents=self.app.agents, on_start=started, check=check,
+                agents=self.app.agents, transport=self.app.transport, on_start=started, check=check,
             )
         except CircularRetest as flag:  # another writer ran it meanwhile
             self.notify(f"circular retest: {flag}", severity="warning")

@@ -1,0 +1,177 @@
+"""Verdicts that hold when the world changes outside sleuth, on real venvs changed by hand.
+
+The test makes two virtual environments and installs a small pure-Python package into them
+at two versions with pip (plus one package only in the first and one only in the second),
+then drives `sleuth probe run env-fingerprint` as a user would, pointing the target at one
+venv or the other by editing sleuth.toml, installing by hand between runs, wiping a compile
+cache and editing code. sleuth must never call a run a circular retest when the world
+changed, must name what changed, and must still refuse the same check in the same state.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_cli import sleuth
+
+FP = ("probe", "run", "env-fingerprint", "--target", "gpu", "--param", "import_torch=false", "--json")
+
+
+def wheel(out: Path, name: str, version: str) -> Path:
+    """A real wheel of a one-module package (made by hand: no build backend, no network)."""
+    mod = name.replace("-", "_")
+    info = f"{mod}-{version}.dist-info"
+    files = {
+        f"{mod}/__init__.py": f"VERSION = {version!r}\n".encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: sleuth-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+              for path, data in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
+    path = out / f"{mod}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name_, data in files.items():
+            zf.writestr(name_, data)
+    return path
+
+
+def pip(venv: Path, *args: str) -> None:
+    """pip, as a user types it, acting on *venv* (pip's --python: the venv needs no pip of its own)."""
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "-q",
+                    "--disable-pip-version-check", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("venvs")
+    wheels = root / "wheels"
+    wheels.mkdir()
+    w = {
+        "pkg1": wheel(wheels, "sleuth-demo-pkg", "1.0"),
+        "pkg2": wheel(wheels, "sleuth-demo-pkg", "2.0"),
+        "gone": wheel(wheels, "sleuth-gone", "1.0"),
+        "extra": wheel(wheels, "sleuth-extra", "1.0"),
+        "late": wheel(wheels, "sleuth-late", "0.1"),
+    }
+    out = {"wheels": wheels, **w}
+    for name, install in (("A", ["pkg1", "gone"]), ("B", ["pkg2", "extra"])):
+        venv = root / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        pip(venv, "install", "--no-index", "--no-deps", *(str(w[k]) for k in install))
+        out[name] = venv
+    return out
+
+
+def project(tmp_path: Path, python: Path, extra: str = "") -> Path:
+    d = tmp_path / "proj"
+    d.mkdir(exist_ok=True)
+    (d / "sleuth.toml").write_text(f'[targets.gpu]\npython = "{python}"\n{extra}')
+    if not (d / ".sleuth").exists():
+        sleuth(d, "new", "world changes")
+    return d
+
+
+def point(d: Path, python: Path, extra: str = "") -> None:
+    """Point the target at another venv, by hand, as the seed's engineer did."""
+    (d / "sleuth.toml").write_text(f'[targets.gpu]\npython = "{python}"\n{extra}')
+
+
+def fingerprint(d: Path, *more: str, code: int | None = None) -> tuple[dict | None, subprocess.CompletedProcess]:
+    proc = sleuth(d, *FP, *more, check=False)
+    if code is not None:
+        assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    return (json.loads(proc.stdout) if proc.stdout.strip() else None), proc
+
+
+def flags(d: Path) -> list[dict]:
+    return [e["data"] for e in json.loads(sleuth(d, "events", "--json").stdout) if e["kind"] == "flag.raised"]
+
+
+def test_a_then_b_is_not_a_retest_and_names_every_change_from_the_baseline(tmp_path, venvs):
+    d = project(tmp_path, venvs["A"] / "bin" / "python")
+    first, _ = fingerprint(d, code=0)
+    sleuth(d, "baseline", f"#{first['run_id']}")
+    point(d, venvs["B"] / "bin" / "python")
+    second, _ = fingerprint(d, code=0)
+    assert second["retest_of"] is None
+    (result,) = [r for r in second["records"] if r["kind"] == "result"]
+    assert result["has_baseline"] and result["drift"] == len(result["changes"])
+    changes = {c["name"]: (c["before"], c["after"]) for c in result["changes"]}
+    assert changes["sleuth-demo-pkg"] == ("1.0", "2.0")
+    assert changes["sleuth-extra"] == (None, "1.0")   # added
+    assert changes["sleuth-gone"] == ("1.0", None)    # removed
+    assert second["evidence"] == [{"hypothesis": "version-drift", "verdict": "supports"}]
+    # back to A: a question #1 never answered (it had no baseline then) — never a retest
+    point(d, venvs["A"] / "bin" / "python")
+    third, _ = fingerprint(d, code=0)
+    assert third["retest_of"] is None and third["evidence"] == [{"hypothesis": "version-drift", "verdict": "refutes"}]
+    assert not [f for f in flags(d) if f["flag"] == "circular-retest"]
+    hyps = {h["id"]: h for h in json.loads(sleuth(d, "hypotheses", "--json").stdout)}
+    # drift seen at #2 and gone at #3: the world changed, nothing contradicts — refuted now
+    assert hyps["version-drift"]["status"] == "refuted"
+
+
+def test_going_back_names_the_first_run_and_what_went_back(tmp_path, venvs):
+    d = project(tmp_path, venvs["A"] / "bin" / "python")
+    first, _ = fingerprint(d, code=0)
+    point(d, venvs["B"] / "bin" / "python")
+    second, _ = fingerprint(d, code=0)
+    assert second["retest_of"] is None
+    point(d, venvs["A"] / "bin" / "python")
+    refused, proc = fingerprint(d, code=3)
+    said = proc.stderr
+    assert f"back to the state of #{first['run_id']}" in said, said
+    assert f"after #{second['run_id']} saw" in said and "sleuth-demo-pkg 2.0" in said
+    assert f"#{first['run_id']} already answered this" in said
+    assert f"repeats #{second['run_id']}" not in said
+    observed = [e["data"] for e in json.loads(sleuth(d, "events", "--json").stdout) if e["kind"] == "state.observed"]
+    assert observed[-1]["same_as"] == first["run_id"] and observed[-1]["back_from"] == second["run_id"]
+    forced, _ = fingerprint(d, "--force", code=0)
+    assert forced["retest_of"] == first["run_id"]
+    assert forced["state_key"] == first["state_key"]
+    # and now the very same check again, right after: a plain circular retest of the forced run
+    _none, proc = fingerprint(d, code=3)
+    assert f"this repeats #{forced['run_id']}" in proc.stderr and "measured just now" in proc.stderr
+
+
+def test_a_hand_pip_install_between_two_runs_is_not_a_retest(tmp_path, venvs):
+    import shutil
+
+    venv = tmp_path / "C"
+    shutil.copytree(venvs["A"], venv, symlinks=True)
+    d = project(tmp_path, venv / "bin" / "python")
+    first, _ = fingerprint(d, code=0)
+    pip(venv, "install", "--no-index", "--no-deps", str(venvs["late"]))  # by hand, no sleuth command between
+    second, _ = fingerprint(d, code=0)
+    assert second["retest_of"] is None and second["state_key"] != first["state_key"]
+    observed = [e["data"] for e in json.loads(sleuth(d, "events", "--json").stdout) if e["kind"] == "state.observed"]
+    assert {"name": "sleuth-late", "before": None, "after": "0.1"} in observed[-1]["changes"]
+
+
+def test_a_wiped_cache_and_an_edited_file_are_not_retests(tmp_path, venvs):
+    cache = tmp_path / "inductor"
+    (cache / "fx").mkdir(parents=True)
+    (cache / "fx" / "entry.bin").write_bytes(b"x" * 100)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "model.py").write_text("W = 1\n")
+    extra = f'env = {{ TORCHINDUCTOR_CACHE_DIR = "{cache}" }}\ncode = {{ local = "{code}" }}\n'
+    d = project(tmp_path, venvs["A"] / "bin" / "python", extra)
+    first, _ = fingerprint(d, code=0)
+    _none, proc = fingerprint(d, code=3)  # nothing changed: refused
+    import shutil
+
+    shutil.rmtree(cache)  # the cache wiped by hand
+    second, _ = fingerprint(d, code=0)
+    assert second["retest_of"] is None and second["state_key"] != first["state_key"]
+    (code / "model.py").write_text("W = 2\n")  # the code edited by hand
+    third, _ = fingerprint(d, code=0)
+    assert third["retest_of"] is None and third["state_key"] != second["state_key"]
