@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import STATUS_GLYPHS, InvestigationState
+from sleuth.hypotheses import STATUS_GLYPHS, Change, Evidence, InvestigationState
 
 __all__ = [
     "GLYPHS",
@@ -187,14 +187,23 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
     text.append("evidence: ", style="bold dim")
     if not entries:
         text.append("none yet\n", style="dim")
-    for i, e in enumerate(entries):
-        run = st.runs[e.run]
-        fields = ", ".join(f"{k}={v}" for k, v in sorted(e.fields.items()))[:70]
-        if i:
-            text.append("          ")
-        text.append(f"#{run.id} {run.probe}  ", style="bold")
-        text.append(f"{fields}  ")
-        text.append(e.verdict + "\n", style=VERDICT_STYLE[e.verdict])
+    groups = evidence_by_state(st, h)
+    for g, (first, group) in enumerate(groups):
+        if len(groups) > 1:  # evidence belongs to the state it was seen in: newest state first
+            if g:
+                text.append("          ")
+            text.append(f"in the state of #{first}{' (latest)' if g == 0 else ''}\n", style="italic dim")
+        for e in group:
+            run = st.runs[e.run]
+            fields = ", ".join(f"{k}={v}" for k, v in sorted(e.fields.items()))[:70]
+            text.append("          " if (g or e is not group[0] or len(groups) > 1) else "")
+            text.append(f"#{run.id} {run.probe}  ", style="bold")
+            text.append(f"{fields}  ")
+            text.append(e.verdict + "\n", style=VERDICT_STYLE[e.verdict])
+    said = history_text(st, h)
+    if said:
+        text.append("history:  ", style="bold dim")
+        text.append(said + "\n", style="italic")
     if hyp.remedies:
         text.append("remedies: ", style="bold dim")
         applied = {a.remedy: a for a in st.applications.values() if a.active}
@@ -211,6 +220,30 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
     return text
 
 
+def evidence_by_state(st: InvestigationState, h: str) -> list[tuple[int, list[Evidence]]]:
+    """(first run of the state, its evidence) per state the evidence was seen in, newest first."""
+    groups: dict[str | None, list[Evidence]] = {}
+    for e in st.evidence.get(h, []):
+        groups.setdefault(e.state_key, []).append(e)
+    ordered = sorted(groups.values(), key=lambda group: group[-1].seq, reverse=True)
+    return [(group[0].run, group) for group in ordered]
+
+
+def history_text(st: InvestigationState, h: str) -> str:
+    """When the evidence changed with the world: "supports at #2; then refutes at #5, in
+    another state: the world changed, nothing contradicts"; empty otherwise."""
+    history = st.history(h)
+    if len(history) < 2 or len({group[0].verdict for _key, group in history}) < 2:
+        return ""
+    steps = [f"{group[0].verdict} at {', '.join('#' + str(e.run) for e in group)}" for _key, group in history]
+    return "; then ".join(steps) + " — each in another state: the world changed, nothing contradicts"
+
+
+def _changes_text(changes: list[dict[str, Any]], most: int = 3) -> str:
+    said = [str(Change(c["name"], c.get("before"), c.get("after"))) for c in changes[:most]]
+    return "; ".join(said) + (f" and {len(changes) - most} more" if len(changes) > most else "")
+
+
 def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None, bool]]:
     """(time, line, run or None, flagged) for runs, flags, remedies and notes, in time order."""
     t0 = st.created_ts or 0.0
@@ -222,7 +255,21 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         line.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
         if verdicts:
             line.append(f"  {verdicts}", style="dim")
+        drift = run.result.get("changes") if run.result.get("has_baseline") else None
+        if isinstance(drift, list) and drift:
+            line.append("  ⇄ " + _changes_text(drift), style="magenta")
         rows.append((run.started_ts, run.started_seq, line, run.id, False))
+    for seen in st.observations:
+        said = ""
+        if seen.get("changes"):
+            said = f"changed outside sleuth: {_changes_text(seen['changes'])}"
+        if seen.get("back_from"):
+            said += ("; " if said else "") + f"back to the state of #{seen['same_as']} (#{seen['back_from']} saw another)"
+        elif seen.get("same_as"):
+            said += ("; " if said else "") + f"the same state as #{seen['same_as']}"
+        if said:
+            line = Text(f"{clock(seen['ts'] - t0)} ◉ {seen['target']} read: {said}", style="magenta")
+            rows.append((seen["ts"], seen["seq"], line, None, False))
     for f in st.flags:
         line = Text(f"{clock(f.ts - t0)} ⚑ {f.kind}", style="bold yellow")
         line.append(f"  {f.message}", style="yellow")

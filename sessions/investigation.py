@@ -11,7 +11,8 @@ Exceptions:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ class Investigation:
     def __init__(self, store: Store, state: InvestigationState) -> None:
         self.store = store
         self.state = state
+        self.clock: Callable[[], float] = time.time  # the time events are recorded at
 
     # ------------------------------------------------------------ lifecycle
 
@@ -100,7 +102,7 @@ class Investigation:
 
     def _record(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Any:
         self._catch_up()
-        event = self.store.append(kind, data, ts)
+        event = self.store.append(kind, data, self.clock() if ts is None else ts)
         self.state.apply(event)
         return event
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import InvestigationState
+from sleuth.hypotheses import Change, InvestigationState, state_changes
 
 __all__ = ["postmortem_markdown", "write_postmortem"]
 
@@ -171,6 +171,9 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
         previous[run.target] = row
         lines.append(f"| #{run.id} | {run.target} | " + " | ".join(cells) + " |")
     lines += ["", "Bold: changed since the previous run on that target.", ""]
+    changed = _changes(st)
+    if changed:
+        lines += ["What changed, package by package:", ""] + [f"- {_esc(c)}" for c in changed] + [""]
 
     lines += ["## Remedies", ""]
     if not st.applications:
@@ -183,6 +186,31 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
     return "\n".join(lines) + "\n"
+
+
+def _changes(st: Any) -> list[str]:
+    """Sentences: each run's environment against the previous run on its target, each
+    fingerprint against its baseline, and changes seen by a state read before a run."""
+    out: list[tuple[int, str]] = []
+    previous: dict[str, Any] = {}
+    for run in st.runs.values():
+        if run.state is None:
+            continue
+        before = previous.get(run.target)
+        if before is not None:
+            found = state_changes(before.state, run.state)
+            if found:
+                out.append((run.started_seq, f"#{run.id} on {run.target}, since #{before.id}: " + "; ".join(map(str, found))))
+        previous[run.target] = run
+        drift = run.result.get("changes")
+        if run.result.get("has_baseline") and isinstance(drift, list) and drift:
+            said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in drift)
+            out.append((run.finished_seq or run.started_seq, f"#{run.id} {run.probe} against the baseline #{run.params.get('baseline_run', '?')}: {said}"))
+    for seen in st.observations:
+        if seen.get("changes"):
+            said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])
+            out.append((seen["seq"], f"read before a run on {seen['target']}, changed outside sleuth: {said}"))
+    return [text for _seq, text in sorted(out)]
 
 
 def write_postmortem(inv: Any, path: Path | str) -> Path:

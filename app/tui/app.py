@@ -68,6 +68,7 @@ class SleuthApp(App):
         self.probes = builtin_probes()
         self.target = config.target(target)
         self.clock = clock
+        inv.clock = clock  # what the UI records is stamped with the app's clock (fixed in tests)
         self.pool = SshPool()
         # runs go through the resident agents, unless a transport is given (the tests' fake)
         self.transport = transport

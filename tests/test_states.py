@@ -1,0 +1,75 @@
+"""Evidence belongs to the state it was seen in: statuses over sequences where the world
+changes (folded from real session events, and replayed at every k), the history sentence,
+the detail grouped by state, and the drift named in the postmortem."""
+
+from __future__ import annotations
+
+from conftest import env_state, record_run
+from sleuth.app.views import Selection, detail_text, history_text
+from sleuth.hypotheses import InvestigationState, fingerprint_changes, state_changes
+from sleuth.sessions import Investigation
+
+DRIFT = {"has_baseline": True, "drift": 1}
+NO_DRIFT = {"has_baseline": True, "drift": 0}
+
+
+def statuses_at_every_k(inv: Investigation, h: str) -> list[str]:
+    events = list(inv.store.events())
+    return [InvestigationState.fold(events[:k]).status(h) for k in range(len(events) + 1)]
+
+
+def test_drift_seen_then_reverted_is_history_not_contradiction(inv):
+    cu128, cu130 = env_state(torch="2.11.0+cu128"), env_state(torch="2.11.0+cu130")
+    record_run(inv, "env-fingerprint", NO_DRIFT, cu128)
+    seen = record_run(inv, "env-fingerprint", DRIFT, cu130)
+    assert inv.state.status("version-drift") == "supported"
+    gone = record_run(inv, "env-fingerprint", NO_DRIFT, cu128)
+    assert inv.state.status("version-drift") == "refuted"  # not inconclusive: the world changed
+    said = history_text(inv.state, "version-drift")
+    assert said.startswith("refutes at #1; then supports at #2; then refutes at #3")
+    assert "the world changed, nothing contradicts" in said
+    text = detail_text(inv.state, Selection("hypothesis", "version-drift", hypothesis="version-drift")).plain
+    assert f"in the state of #{gone - 2} (latest)" in text  # cu128 again: the state of #1, newest
+    assert f"in the state of #{seen}" in text
+    # replayed at every event k, the status is what the evidence up to k says
+    seq = statuses_at_every_k(inv, "version-drift")
+    assert seq[0] == "open" and seq[-1] == "refuted" and "supported" in seq and "inconclusive" not in seq
+
+
+def test_disagreement_within_one_state_is_inconclusive(inv):
+    s = env_state()
+    record_run(inv, "env-fingerprint", DRIFT, s)
+    record_run(inv, "env-fingerprint", NO_DRIFT, s)
+    assert inv.state.status("version-drift") == "inconclusive"
+    assert history_text(inv.state, "version-drift") == ""
+    seq = statuses_at_every_k(inv, "version-drift")
+    assert seq[-1] == "inconclusive" and "supported" in seq
+
+
+def test_a_refutation_in_another_state_is_no_reason_to_call_a_revisit(inv):
+    old, new = env_state(torch="2.11.0+cu128"), env_state(torch="2.11.0+cu130")
+    record_run(inv, "env-fingerprint", NO_DRIFT, old)
+    assert inv.state.status("version-drift") == "refuted"
+    assert inv.check_before_run("env-fingerprint", {}, "local", state=old).revisits == ("version-drift",)
+    assert inv.check_before_run("env-fingerprint", {}, "local", state=new).revisits == ()
+
+
+def test_changes_name_every_distribution_with_both_versions():
+    before = {"python": "3.11.7", "var:TORCHINDUCTOR_CACHE_DIR": "/a", "platform": "Linux-6.1",
+              "distributions": {"torch": "2.11.0+cu128", "numpy": "1.26.4", "gone": "1.0"}, "torch": "2.11.0+cu128"}
+    after = {"python": "3.11.7", "var:TORCHINDUCTOR_CACHE_DIR": "/b", "platform": "Linux-6.2",
+             "distributions": {"torch": "2.11.0+cu130", "numpy": "1.26.4", "added": "0.1"}, "torch": "2.11.0+cu130"}
+    said = [str(c) for c in fingerprint_changes(before, after)]
+    assert said == ["torch 2.11.0+cu128 → 2.11.0+cu130", "added 0.1 added", "env TORCHINDUCTOR_CACHE_DIR /a → /b",
+                    "gone 1.0 removed"]
+    a = {"env": {"python": "3.11.7", "torch": {"version": "2.11.0+cu128", "cuda": "12.8"}, "distributions": {"torch": "2.11.0+cu128"}}}
+    b = {"env": {"python": "3.11.7", "torch": {"version": "2.11.0+cu130", "cuda": "13.0"}, "distributions": {"torch": "2.11.0+cu130"}}}
+    assert [str(c) for c in state_changes(a, b)] == ["torch 2.11.0+cu128 → 2.11.0+cu130", "torch.version.cuda 12.8 → 13.0"]
+
+
+def test_the_postmortem_says_what_changed(inv):
+    record_run(inv, "env-fingerprint", NO_DRIFT, env_state(torch="2.11.0+cu128"))
+    record_run(inv, "env-fingerprint", NO_DRIFT, env_state(torch="2.11.0+cu130"))
+    md = inv.to_markdown()
+    env = md.split("## Environment across runs")[1].split("## Remedies")[0]
+    assert "What changed, package by package:" in env and "#2 on local, since #1: torch 2.11.0+cu128 → 2.11.0+cu130" in env
