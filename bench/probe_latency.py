@@ -21,6 +21,8 @@ imports it) — with the target's python set to this interpreter, which has torc
 Goals (issue 3): ≥ 4× faster than a fresh ssh -J; within 1.1× of ControlMaster; capture ≥ 0.7× raw.
 Goals (issue 7): agent round trip ≤ 0.1× ControlMaster's; eight in parallel ≤ 2× one;
 warm fingerprint ≤ 0.1× cold.
+Goals (issue 13): the state read before a run ≤ 20 ms through the agent; through a fresh
+session no more than one extra round trip (≈ one trivial probe).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from sleuth.probes import (  # noqa: E402
     new_nonce,
     run_chain,
 )
-from sleuth.sessions import Redactor, Store  # noqa: E402
+from sleuth.sessions import Redactor, Store, measure_state  # noqa: E402
 from sshd_harness import SshHarness  # noqa: E402
 
 TRIVIAL = "emit('result', ok=True)\n"
@@ -89,6 +91,8 @@ def main() -> None:
     print(f"{'  sleuth (asyncssh, reused connection)':<52} {r['sleuth_s']:>8.3f}")
     print(f"{'  vs_fresh_ssh = fresh / sleuth':<52} {r['vs_fresh_ssh']:>8.2f}×  (goal ≥ 4)")
     print(f"{'  vs_controlmaster = sleuth / ControlMaster':<52} {r['vs_controlmaster']:>8.2f}×  (goal ≤ 1.1)")
+    print(f"{'  the state read before a run, its own session':<52} {r['state_read_session_s']:>8.3f}")
+    print(f"{'  state_read_session_vs_probe = read / trivial probe':<52} {r['state_read_session_vs_probe']:>8.2f}×  (goal ≤ ~1: one round trip)")
     print(f"{'the transport alone (pct exec 200 -- true), median':<52}")
     print(f"{'  fresh ssh -J / ControlMaster / sleuth':<52} {r['fresh_ssh_true_s']:.3f} / {r['controlmaster_true_s']:.3f} / {r['sleuth_true_s']:.3f}"
           f"  ({r['fresh_ssh_true_s'] / r['sleuth_true_s']:.2f}× fresh, {r['sleuth_true_s'] / r['controlmaster_true_s']:.2f}× CM)")
@@ -102,6 +106,7 @@ def main() -> None:
     print(f"{'  trivial probe, forked from the agent':<52} {r['agent_s']:>8.4f}")
     print(f"{'  trivial probe, fresh interpreter under the agent':<52} {r['agent_fresh_s']:>8.4f}")
     print(f"{'  agent_vs_controlmaster = agent / ControlMaster':<52} {r['agent_vs_controlmaster']:>8.3f}×  (goal ≤ 0.1)")
+    print(f"{'  the state read before a run, through the agent':<52} {r['state_read_agent_s']:>8.4f}  (goal ≤ 0.020)")
     print(f"{'  eight trivial probes at once':<52} {r['agent_parallel8_s']:>8.4f}")
     print(f"{'  agent_parallel8_vs_one':<52} {r['agent_parallel8_vs_one']:>8.2f}×  (goal ≤ 2)")
     print(f"{'  env-fingerprint cold (fresh python imports torch)':<52} {r['fingerprint_cold_s']:>8.3f}")
@@ -145,6 +150,12 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
     t_fresh = statistics.median(timed(fresh, args.runs))
     t_cm = statistics.median(timed(master, args.runs))
     t_sleuth = statistics.median(timed(sleuth, args.runs))
+
+    def state_read() -> None:
+        got = loop.run_until_complete(measure_state(target, pool=pool))
+        assert got.state is not None, got.unknown
+
+    t_state_session = statistics.median(timed(state_read, args.runs))
 
     # the transport alone: `pct exec 200 -- true`, no python at the far end
     true_remote = shlex.join(["pct", "exec", "200", "--", "true"])
@@ -202,6 +213,8 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
         "fresh_ssh_s": round(t_fresh, 4),
         "controlmaster_s": round(t_cm, 4),
         "sleuth_s": round(t_sleuth, 4),
+        "state_read_session_s": round(t_state_session, 4),
+        "state_read_session_vs_probe": round(t_state_session / t_sleuth, 3),
         "vs_fresh_ssh": round(t_fresh / t_sleuth, 3),
         "vs_controlmaster": round(t_sleuth / t_cm, 3),
         "megabytes": mb,
@@ -251,6 +264,12 @@ async def measure_agent(h: SshHarness, runs: int) -> dict:
 
         await one()
         t_one = await median(one, runs)
+
+        async def state_read() -> None:
+            got = await measure_state(target, agents=agents)
+            assert got.state is not None, got.unknown
+
+        t_state = await median(state_read, runs)
         t_fresh = await median(lambda: one(fresh), runs)
         t_eight = await median(lambda: asyncio.gather(*(one() for _ in range(8))), max(runs // 2, 3))
 
@@ -268,6 +287,7 @@ async def measure_agent(h: SshHarness, runs: int) -> dict:
     return {
         "agent_start_s": round(start_s, 4),
         "agent_s": round(t_one, 4),
+        "state_read_agent_s": round(t_state, 4),
         "agent_fresh_s": round(t_fresh, 4),
         "agent_parallel8_s": round(t_eight, 4),
         "agent_parallel8_vs_one": round(t_eight / t_one, 3),
