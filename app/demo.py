@@ -21,6 +21,8 @@ from sleuth.sessions import (
     plan_remedy,
     request_for_probe,
     run_probe,
+    run_to_verify,
+    verify_params,
     write_postmortem,
 )
 
@@ -97,7 +99,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         data = report.to_json(inv)
         verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
         verdicts += [
-            f"verifies the {app.remedy} fixed {v['hypothesis']}" if v["outcome"] == "fixed" else f"the {app.remedy} did not fix {v['hypothesis']}"
+            (f"verifies the {app.remedy} fixed {v['hypothesis']}" if v["outcome"] == "fixed" else f"the {app.remedy} did not fix {v['hypothesis']}")
+            + (f" ({v['strength']})" if v.get("strength") else "")
             for app in inv.state.applications.values()
             for v in app.verifications
             if v["run"] == report.run
@@ -136,8 +139,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"    line {f['line']}: {f['what']}")
         app = apply_remedy(inv, plan, "local", "compile-race")
         print(f"    applied (application #{app}); {plan.diff.count(chr(10) + '+') } lines added")
-        _say(6, "Re-run the reproduction under the lock (cold caches again; the control already passed)")
-        await run("compile-race", {"control": False})
+        reproduction = run_to_verify(inv.state, "local")
+        extra = verify_params(inv.state, reproduction) if reproduction else {}
+        trials = extra.get("trials", 1)
+        _say(6, f"Re-run the reproduction under the lock, {trials} trials: enough that a clean result means the lock "
+                "fixed it, given how often it failed before (cold caches again; the control already passed)")
+        await run("compile-race", {"control": False, **extra})
 
     try:
         asyncio.run(hunt())

@@ -61,6 +61,7 @@ class NextStep:
     probe: str | None = None
     remedy: str | None = None
     hypothesis: str | None = None
+    params: dict[str, Any] | None = None  # over the probe's own (more trials, say)
 
 
 def clock(seconds: float) -> str:
@@ -124,6 +125,17 @@ def next_step(
     if status == "supported" and hyp.remedies and not active:
         remedy = hyp.remedies[0]
         return NextStep("remedy", "f", f"apply {remedy}", remedy=remedy, hypothesis=h)
+    weak = st.weak_verification(h, target) if status == "supported" else None
+    if weak is not None:
+        app, v = weak
+        run = st.runs[v["run"]]
+        before, after = v.get("before", [0, 0]), v.get("after", [0, 1])
+        return NextStep(
+            "run", "r",
+            f"re-run {run.probe} with {v['needed']} trials under {app.remedy}: {after[1]} clean trial"
+            f"{'s' * (after[1] != 1)} after {before[0]} of {before[1]} failing before says little",
+            probe=run.probe, hypothesis=h, params={"trials": v["needed"]},
+        )
     if status == "supported" and active:
         supporting = st.supporting_runs(h)
         for run in reversed(supporting):

@@ -41,6 +41,7 @@ from .records import (
 from .rules import Rule, compile_rule
 from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key, state_key_of_parts
 from .verdict import EVIDENCE_CLASSES, Verdict, judge, result_fields
+from .verification import STRONG, Strength, strength, trials_needed
 
 __all__ = [
     "RemedyApplication",
@@ -65,6 +66,8 @@ __all__ = [
     "RunInfo",
     "STATE_COMPONENTS",
     "STATUSES",
+    "STRONG",
+    "Strength",
     "STATUS_GLYPHS",
     "VERDICTS",
     "SymptomDef",
@@ -86,4 +89,6 @@ __all__ = [
     "result_fields",
     "state_key",
     "state_key_of_parts",
+    "strength",
+    "trials_needed",
 ]

@@ -184,6 +184,7 @@ class InvestigationState:
             started_seq=e.seq,
             remedies=tuple(d.get("remedies", ())),
             retest_of=d.get("retest_of"),
+            stochastic=bool(d.get("stochastic", False)),
         )
         self.runs[run.id] = run
         self._node(f"run:{run.id}", kind="run")
@@ -266,7 +267,7 @@ class InvestigationState:
     def _verified(self, e: Event) -> None:
         d = e.data
         app = self.applications[d["application"]]
-        app.verifications.append({"run": d["run"], "hypothesis": d["hypothesis"], "outcome": d["outcome"]})
+        app.verifications.append({k: v for k, v in d.items() if k != "application"})
         self._edge(f"app:{app.id}", f"run:{d['run']}", "verified-by", outcome=d["outcome"])
 
     def _flag(self, e: Event) -> None:
@@ -337,8 +338,20 @@ class InvestigationState:
     def fixed_by(self, hypothesis: str) -> RemedyApplication | None:
         """The active application verified to make the symptom stop, if any."""
         for app in self.applications.values():
-            if app.active and any(v["hypothesis"] == hypothesis and v["outcome"] == "fixed" for v in app.verifications):
+            if app.active and any(v["hypothesis"] == hypothesis and v["outcome"] == "fixed" and v.get("strong", True)
+                                  for v in app.verifications):
                 return app
+        return None
+
+    def weak_verification(self, hypothesis: str, target: str) -> tuple[RemedyApplication, dict[str, Any]] | None:
+        """An active application on *target* whose only verification of *hypothesis* is too
+        weak to call it fixed (clean, but too few trials for the failure rate before)."""
+        for app in self.applications.values():
+            if not app.active or app.target != target:
+                continue
+            fixed = [v for v in app.verifications if v["hypothesis"] == hypothesis and v["outcome"] == "fixed"]
+            if fixed and not any(v.get("strong", True) for v in fixed):
+                return app, fixed[-1]
         return None
 
     def status(self, hypothesis: str) -> str:
@@ -383,6 +396,7 @@ class InvestigationState:
         state: Mapping[str, Any] | None = None,
         definition: Mapping[str, Any] | None = None,
         unknown: str | None = None,
+        stochastic: bool = False,
     ) -> PreRunCheck:
         """Is running *probe* now a circular retest, or a revisit of a refuted hypothesis?
 
@@ -392,6 +406,9 @@ class InvestigationState:
         is flagged. With neither, the state is predicted from the target's last report — good
         enough to choose a next step, never used to refuse a run."""
         ck = check_key(probe, params, target, definition)
+        if stochastic:  # a race reproduction is a sample: repeating it adds trials
+            return PreRunCheck(ck, None, measured=state is not None, state=dict(state) if state else None,
+                               unknown=unknown, stochastic=True)
         if unknown is not None:
             return PreRunCheck(ck, None, measured=True, unknown=unknown)
         if state is not None:

@@ -86,6 +86,7 @@ class RunInfo:
     started_seq: int
     remedies: tuple[str, ...] = ()
     retest_of: int | None = None
+    stochastic: bool = False  # a sample of a race (its probe says so)
     classification: str | None = None
     reason: str = ""
     result: dict[str, Any] = field(default_factory=dict)
@@ -183,6 +184,7 @@ class PreRunCheck:
     state: dict[str, Any] | None = None
     unknown: str | None = None
     back_from: RunInfo | None = None
+    stochastic: bool = False  # a sample: repeats add trials, nothing is flagged
 
     @property
     def flagged(self) -> bool:

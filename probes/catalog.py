@@ -35,6 +35,7 @@ class ProbeDef:
     needs: tuple[str, ...] = ()  # e.g. ("torch",)
     baseline: bool = False  # sessions passes the target's baseline result as params["baseline"]
     fork: bool = False  # safe to run forked from a warm agent (no CUDA, no process-global state)
+    stochastic: bool = False  # a sample of a race: a repeat adds trials, it is never a circular retest
 
     @property
     def source(self) -> str:
@@ -67,6 +68,7 @@ def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
         needs=tuple(meta.get("needs", ())),
         baseline=bool(meta.get("baseline", False)),
         fork=bool(meta.get("fork", False)),
+        stochastic=bool(meta.get("stochastic", False)),
     )
 
 

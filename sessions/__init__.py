@@ -35,6 +35,7 @@ from .remedies import (
     remedy_inputs,
     revert_remedy,
     run_to_verify,
+    verify_params,
     write_remedy,
 )
 from .runs import (
@@ -68,6 +69,7 @@ __all__ = [
     "remedy_inputs",
     "write_remedy",
     "run_to_verify",
+    "verify_params",
     "latest_shapes",
     "plan_remedy",
     "revert_remedy",

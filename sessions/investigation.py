@@ -34,6 +34,7 @@ from sleuth.hypotheses import (
     result_fields,
     state_changes,
     state_key_of_parts,
+    strength,
 )
 
 from .capture import CaptureWriter
@@ -222,11 +223,13 @@ class Investigation:
         state: Mapping[str, Any] | None = None,
         definition: Mapping[str, Any] | None = None,
         unknown: str | None = None,
+        stochastic: bool = False,
     ) -> PreRunCheck:
         """See :meth:`InvestigationState.check_before_run`: measured when *state* (or
         *unknown*) is given, predicted otherwise."""
         self._catch_up()
-        return self.state.check_before_run(probe, params, target, state=state, definition=definition, unknown=unknown)
+        return self.state.check_before_run(probe, params, target, state=state, definition=definition, unknown=unknown,
+                                           stochastic=stochastic)
 
     def observe_state(self, target: str, check: PreRunCheck) -> bool:
         """Record the state read before a run when it tells something: the target changed
@@ -294,6 +297,7 @@ class Investigation:
                 "check_key": check.check_key,
                 "remedies": list(self.state.active_remedies(target)),
                 "retest_of": check.retest_of.id if check.retest_of else None,
+                **({"stochastic": True} if check.stochastic else {}),
             },
         )
         return RunStart(run, check)
@@ -392,13 +396,18 @@ class Investigation:
                 if a.active and a.target == info.target and a.remedy in hyp.remedies
             ]
             if remedies and verdict.verdict == "refutes":
-                # Under a remedy for it, a clean run is the fix working, not a refutation.
+                # Under a remedy for it, a clean run is the fix working, not a refutation —
+                # as strong as its trials are many, given how often it failed before.
                 for app in remedies:
                     self._record(
                         EventKind.APPLICATION_VERIFIED,
-                        {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "fixed"},
+                        {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "fixed",
+                         **self._verification(hyp_id, info, app, "fixed")},
                     )
                 continue
+            fields = dict(verdict.fields)
+            if "trials" in fields or "trials" in info.result:  # a sample: its counts go with the evidence
+                fields.update({k: info.result[k] for k in ("trials", "failed_trials") if k in info.result})
             self._record(
                 EventKind.EVIDENCE_RECORDED,
                 {
@@ -406,15 +415,41 @@ class Investigation:
                     "hypothesis": hyp_id,
                     "verdict": verdict.verdict,
                     "rule": verdict.rule,
-                    "fields": verdict.fields,
+                    "fields": fields,
                 },
             )
             if remedies and verdict.verdict == "supports":
                 for app in remedies:
                     self._record(
                         EventKind.APPLICATION_VERIFIED,
-                        {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "not_fixed"},
+                        {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "not_fixed",
+                         **self._verification(hyp_id, info, app, "not_fixed")},
                     )
+
+    @staticmethod
+    def _sample(result: Mapping[str, Any], failed: bool) -> tuple[int, int]:
+        """(failing trials, trials) of one run: its counts, or one trial."""
+        trials = result.get("trials")
+        if isinstance(trials, int) and trials > 0:
+            return int(result.get("failed_trials") or 0) if failed else 0, trials
+        return (1 if failed else 0), 1
+
+    def _verification(self, hyp: str, info: RunInfo, app: Any, outcome: str) -> dict[str, Any]:
+        """The sample before the remedy (its supporting runs of this probe on this target)
+        and after it (this run), and how strong the verification is (hypotheses/verification)."""
+        before_failed = before_trials = 0
+        for e in self.state.evidence.get(hyp, []):
+            run = self.state.runs[e.run]
+            if run.probe != info.probe or run.target != info.target or app.digest in run.remedies:
+                continue
+            f, t = self._sample(run.result, e.verdict == "supports")
+            before_failed, before_trials = before_failed + f, before_trials + t
+        after_failed, after_trials = self._sample(info.result, outcome == "not_fixed")
+        if not info.stochastic:  # a deterministic check says the same each time: one run is the answer
+            return {"before": [before_failed, before_trials], "after": [after_failed, after_trials], "strong": True}
+        s = strength(before_failed, before_trials, after_failed, after_trials)
+        return {"before": [before_failed, before_trials], "after": [after_failed, after_trials],
+                "chance": round(s.chance, 6), "strong": s.strong, "needed": s.needed, "strength": str(s)}
 
     # ------------------------------------------------------------ remedies
 

@@ -71,17 +71,25 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
     if confirmed:
         for h in roots:
             app = st.fixed_by(h)
-            verified = next(v for v in app.verifications if v["hypothesis"] == h and v["outcome"] == "fixed")
+            verified = next(v for v in app.verifications
+                            if v["hypothesis"] == h and v["outcome"] == "fixed" and v.get("strong", True))
             run = st.runs[verified["run"]]
             specific = [c for c in confirmed if st.parent(c) == h]
             detail = f" (in particular: {', '.join(st.hypotheses[c].title for c in specific)})" if specific else ""
             lines.append(f"- Root cause: **{st.hypotheses[h].title}** — confirmed{detail}")
             lines.append(f"- Fix: the **{app.remedy}** remedy (application #{app.id}), verified by run #{run.id} ({run.probe}: {run.classification})")
+            if verified.get("strength"):
+                lines.append(f"- How strong: {verified['strength']}")
             if run.finished_ts:
                 lines.append(f"- Time from the first event to the verified fix: {_dur(run.finished_ts - t0)}")
     else:
         open_ = [h for h in st.hypotheses if st.status(h) in ("open", "supported", "inconclusive")]
         lines.append("- Root cause: not found. Still open: " + (", ".join(f"{h} ({st.status(h)})" for h in open_) or "nothing"))
+        for app in st.applications.values():
+            weak = [v for v in app.verifications if v["outcome"] == "fixed" and not v.get("strong", True)]
+            if app.active and weak:
+                lines.append(f"- The **{app.remedy}** remedy is applied, but its verification is too weak to call it a fix: "
+                             f"{weak[-1]['strength']}")
     lines += [f"- Runs: {len(st.runs)}; flags: {len(st.flags)}", ""]
 
     lines += ["## Hypotheses", "", "```mermaid", "flowchart LR"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import InvestigationState, RunInfo
+from sleuth.hypotheses import InvestigationState, RunInfo, trials_needed
 from sleuth.probes import Target
 from sleuth.probes.remedies import CodeFile, RemedyError, RemedyPlan, apply_plan, code_file, preview, revert
 
@@ -27,6 +27,7 @@ __all__ = [
     "remedy_inputs",
     "revert_remedy",
     "run_to_verify",
+    "verify_params",
     "write_remedy",
 ]
 
@@ -72,6 +73,21 @@ def find_remedy_file(remedy: str, code_dir: Path) -> Path | None:
         if plan.findings and (plan.changes or plan.blocked):
             return path
     return None
+
+
+def verify_params(state: InvestigationState, run: RunInfo) -> dict[str, Any]:
+    """Parameters for re-running *run* to verify a remedy: for a race (a stochastic probe with
+    trials), enough trials that a clean result would be strong given how often it failed
+    before (hypotheses/verification.py); nothing more for a deterministic check."""
+    if not run.stochastic or not isinstance(run.result.get("trials"), int):
+        return {}
+    failed = trials = 0
+    for other in state.runs.values():
+        if other.probe == run.probe and other.target == run.target and other.remedies == run.remedies \
+                and isinstance(other.result.get("trials"), int) and other.classification == "completed":
+            failed += int(other.result.get("failed_trials") or 0)
+            trials += int(other.result["trials"])
+    return {"trials": trials_needed(failed, trials)}
 
 
 def latest_shapes(state: InvestigationState, target: str) -> tuple[list[dict[str, Any]], int | None]:

@@ -41,6 +41,7 @@ class RunRequest:
     timeout: float | None = None
     baseline: dict[str, Any] | None = None  # the baseline fingerprint a probe's result is diffed with
     compares: bool = False  # the probe's result is compared with the target's baseline
+    stochastic: bool = False  # a sample (a race): repeating it adds trials
 
 
 @dataclass
@@ -81,7 +82,7 @@ def request_for_probe(inv: Investigation, probe: ProbeDef, target: Target, param
     spec = ProgramSpec(probe=probe.id, source=probe.source, filename=str(probe.path.name), params=runtime, fork=probe.fork)
     kind = "probe" if probe.path.parent.name == "scripts" else "script"
     name = probe.id if kind == "probe" else f"script:{probe.path.name}"
-    return RunRequest(name, kind, spec, merged, probe.timeout, baseline, bool(probe.baseline))
+    return RunRequest(name, kind, spec, merged, probe.timeout, baseline, bool(probe.baseline), probe.stochastic)
 
 
 def with_drift(records: list[dict[str, Any]], baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -156,7 +157,7 @@ async def check_run(
     if measured is None:
         measured = await measure_state(target, pool=pool, agents=agents, transport=transport)
     check = inv.check_before_run(request.probe, request.params, target.name, state=measured.state,
-                                 definition=target.definition(), unknown=measured.unknown)
+                                 definition=target.definition(), unknown=measured.unknown, stochastic=request.stochastic)
     inv.observe_state(target.name, check)
     return check
 

@@ -4,6 +4,7 @@ the detail grouped by state, and the drift named in the postmortem."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import env_state, record_run
 from sleuth.app.views import Selection, detail_text, history_text
 from sleuth.hypotheses import InvestigationState, fingerprint_changes, state_changes
@@ -73,3 +74,59 @@ def test_the_postmortem_says_what_changed(inv):
     md = inv.to_markdown()
     env = md.split("## Environment across runs")[1].split("## Remedies")[0]
     assert "What changed, package by package:" in env and "#2 on local, since #1: torch 2.11.0+cu128 → 2.11.0+cu130" in env
+
+
+RACE = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "control_fx_trace_errors": 0}
+
+
+def race_run(inv: Investigation, failed: int, trials: int, state: dict) -> int:
+    """A compile-race run as a stochastic sample: *failed* of *trials* trials failed."""
+    check = inv.check_before_run("compile-race", {}, "local", state=state, stochastic=True)
+    assert not check.flagged  # a sample is never a circular retest
+    start = inv.begin_run("compile-race", {}, "local", check=check)
+    result = {**RACE, "trials": trials, "failed_trials": failed, "fx_trace_errors": 7 * failed, "errors_total": 7 * failed}
+    inv.finish_run(start.run, "completed", "test", [{"kind": "result", **result}, {"kind": "done"}], state, {"stdout": 1})
+    return start.run
+
+
+def test_one_clean_trial_after_nine_of_ten_is_not_a_verification(inv):
+    from sleuth.app.views import next_step
+    from sleuth.probes import builtin_probes
+    from sleuth.sessions import verify_params
+
+    s = env_state()
+    before = race_run(inv, 9, 10, s)
+    assert inv.state.runs[before].stochastic
+    assert race_run(inv, 9, 10, s) != before  # the same sample again: more trials, not a retest
+    inv.record_application("lock", "local", [{"path": "/m.py", "before_sha": "a", "after_sha": "b", "diff": ""}],
+                           hypothesis="compile-race")
+    locked = {**s, "code": "c1"}
+    one = race_run(inv, 0, 1, locked)
+    (app,) = inv.state.applications.values()
+    (v,) = [v for v in app.verifications if v["hypothesis"] == "compile-race"]
+    assert v["run"] == one and v["before"] == [18, 20] and v["after"] == [0, 1] and not v["strong"]
+    assert v["strength"] == ("0 of 1 trials failed after; 18 of 20 before; the chance of 1 clean trial if nothing had "
+                             "changed is 0.136 — weak: 3 clean trials would make it strong")
+    assert inv.state.status("compile-race") == "supported"  # not confirmed on one trial
+    step = next_step(inv.state, "compile-race", builtin_probes(), "local")
+    assert step.action == "run" and step.params == {"trials": 3} and "with 3 trials under lock" in step.text
+    assert verify_params(inv.state, inv.state.runs[before]) == {"trials": 3}
+    md = inv.to_markdown()
+    assert "verification is too weak to call it a fix: 0 of 1 trials failed after" in md
+    twelve = race_run(inv, 0, 12, locked)
+    (strong,) = [v for v in app.verifications if v["run"] == twelve and v["hypothesis"] == "compile-race"]
+    assert strong["strong"] and strong["strength"] == (
+        "0 of 12 trials failed after; 18 of 20 before; the chance of 12 clean trials if nothing had changed is < 0.001 — strong")
+    assert inv.state.status("compile-race") == "confirmed"
+    assert "- How strong: 0 of 12 trials failed after" in inv.to_markdown()
+
+
+def test_verification_strength_numbers():
+    from sleuth.hypotheses import strength, trials_needed
+
+    s = strength(9, 10, 0, 12)
+    assert str(s).startswith("0 of 12 trials failed after; 9 of 10 before; the chance of 12 clean trials") and s.strong
+    assert s.chance == pytest.approx((1 - 10 / 12) ** 12)
+    assert not strength(9, 10, 0, 1).strong and strength(9, 10, 0, 1).chance == pytest.approx(1 / 6)
+    assert trials_needed(9, 10) == 3 and trials_needed(1, 1) == 5 and trials_needed(0, 0) == 7
+    assert not strength(9, 10, 1, 12).strong and str(strength(9, 10, 1, 12)).endswith("not fixed")

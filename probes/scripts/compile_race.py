@@ -3,6 +3,7 @@ compile caches, plus a single-thread control; count failures by error type."""
 
 PROBE = {
     "id": "compile-race",
+    "stochastic": True,  # a race: each trial is a sample
     "title": "threaded reproducer with cold caches, and a single-thread control",
     "timeout": 900,
     "cost": 40,

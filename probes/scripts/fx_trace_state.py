@@ -5,6 +5,7 @@ compiled calls in another, and the shapes seen (the precompile remedy uses them)
 
 PROBE = {
     "id": "fx-trace-state",
+    "stochastic": True,  # observes thread timing: each run is a sample
     "title": "FX-flag instrumentation at the flex_attention call sites",
     "timeout": 600,
     "cost": 15,

@@ -23,6 +23,7 @@ from sleuth.sessions import (
     request_for_probe,
     run_probe,
     run_to_verify,
+    verify_params,
     write_remedy,
 )
 from textual import work
@@ -92,14 +93,15 @@ class InvestigationScreen(BrowseScreen):
 
     # ---------------------------------------------------------------- runs
 
-    def _probe_for_selection(self) -> str | None:
+    def _probe_for_selection(self) -> tuple[str | None, dict[str, Any]]:
+        """The probe r runs, and parameters over its own (the next step may ask for more trials)."""
         sel = self.selection
         if sel.kind == "probe":
-            return sel.id
+            return sel.id, {}
         if sel.kind == "run" and sel.run in self.state.runs:
-            return self.state.runs[sel.run].probe
+            return self.state.runs[sel.run].probe, {}
         step = self.step()
-        return step.probe if step.action == "run" else None
+        return (step.probe, dict(step.params or {})) if step.action == "run" else (None, {})
 
     def action_run(self) -> None:
         if self.live_run is not None:
@@ -108,15 +110,15 @@ class InvestigationScreen(BrowseScreen):
         if self._starting:
             self.notify("reading the target's state before the run…", severity="warning")
             return
-        probe = self._probe_for_selection()
+        probe, params = self._probe_for_selection()
         if probe is None or probe not in self.app.probes:
             self.notify("select a probe (▷) to run, or a hypothesis with a next step", severity="warning")
             return
-        self.start_probe(probe)
+        self.start_probe(probe, params)
 
-    def start_probe(self, probe: str) -> None:
+    def start_probe(self, probe: str, extra: dict[str, Any] | None = None) -> None:
         target = self.app.target
-        params = self.app.config.params_for(probe)
+        params = self.app.config.params_for(probe, extra or {})
         request = request_for_probe(self.inv, self.app.probes[probe], target, params)
         self._starting = True
         self._run_worker(request)
@@ -274,12 +276,16 @@ class InvestigationScreen(BrowseScreen):
         if earlier is None:
             return
 
+        extra = verify_params(self.state, earlier)
+        trials = f" with {extra['trials']} trials" if "trials" in extra else ""
+
         def rerun(yes: bool | None) -> None:
             if yes:
-                self.start_probe(earlier.probe)
+                self.start_probe(earlier.probe, extra)
 
         self.app.push_screen(
-            ConfirmDialog("Verify", f"Re-run #{earlier.id} {earlier.probe} to verify the {plan.remedy}?", default=True), rerun
+            ConfirmDialog("Verify", f"Re-run #{earlier.id} {earlier.probe}{trials} to verify the {plan.remedy}?", default=True),
+            rerun,
         )
 
     @work(thread=True, exclusive=True, group="remedy")
