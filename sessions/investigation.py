@@ -405,9 +405,9 @@ class Investigation:
                          **self._verification(hyp_id, info, app, "fixed")},
                     )
                 continue
-            fields = dict(verdict.fields)
-            if "trials" in fields or "trials" in info.result:  # a sample: its counts go with the evidence
-                fields.update({k: info.result[k] for k in ("trials", "failed_trials") if k in info.result})
+            read = dict(verdict.fields)
+            if "trials" in info.result:  # a sample: its counts go with the evidence
+                read.update({k: info.result[k] for k in ("trials", "failed_trials") if k in info.result})
             self._record(
                 EventKind.EVIDENCE_RECORDED,
                 {
@@ -415,7 +415,7 @@ class Investigation:
                     "hypothesis": hyp_id,
                     "verdict": verdict.verdict,
                     "rule": verdict.rule,
-                    "fields": fields,
+                    "fields": read,
                 },
             )
             if remedies and verdict.verdict == "supports":
@@ -445,6 +445,9 @@ class Investigation:
             f, t = self._sample(run.result, e.verdict == "supports")
             before_failed, before_trials = before_failed + f, before_trials + t
         after_failed, after_trials = self._sample(info.result, outcome == "not_fixed")
+        if info.stochastic and before_trials == 0:  # it never failed before: this says nothing of a fix
+            return {"before": [0, 0], "after": [after_failed, after_trials], "strong": False,
+                    "strength": "no failing sample before the remedy to compare with", "needed": 0}
         if not info.stochastic:  # a deterministic check says the same each time: one run is the answer
             return {"before": [before_failed, before_trials], "after": [after_failed, after_trials], "strong": True}
         s = strength(before_failed, before_trials, after_failed, after_trials)

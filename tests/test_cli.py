@@ -15,9 +15,9 @@ import pytest
 SLEUTH = shutil.which("sleuth") or str(Path(sys.executable).with_name("sleuth"))
 
 
-def sleuth(cwd: Path, *args: str, check: bool | int = True) -> subprocess.CompletedProcess[str]:
+def sleuth(cwd: Path, *args: str, check: bool | int = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the installed `sleuth`; check=True wants exit 0, check=N (an int) wants exit N."""
-    proc = subprocess.run([SLEUTH, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([SLEUTH, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if type(check) is int and proc.returncode != check:
         raise AssertionError(f"sleuth {' '.join(args)} exited {proc.returncode}, not {check}\n{proc.stdout}\n{proc.stderr}")
     if check is True and proc.returncode != 0:

@@ -97,6 +97,7 @@ def test_one_clean_trial_after_nine_of_ten_is_not_a_verification(inv):
     s = env_state()
     before = race_run(inv, 9, 10, s)
     assert inv.state.runs[before].stochastic
+    assert [str(e) for e in inv.state.verdicts_for(before)] == ["supports compile-race", "supports concurrent-fx-trace"]
     assert race_run(inv, 9, 10, s) != before  # the same sample again: more trials, not a retest
     inv.record_application("lock", "local", [{"path": "/m.py", "before_sha": "a", "after_sha": "b", "diff": ""}],
                            hypothesis="compile-race")
