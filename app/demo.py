@@ -93,9 +93,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     os.chdir(directory)  # the probes' entry paths are relative to the demo directory
 
-    async def run(probe: str, params: dict, force: bool = False):
+    async def run(probe: str, params: dict, flagged: CircularRetest | None = None):
         req = request_for_probe(inv, probes[probe], target, config.params_for(probe, params))
-        report = await run_probe(inv, target, req, force=force, agents=agents)
+        check = flagged.check if flagged is not None else None  # run what was asked about, without a second read
+        report = await run_probe(inv, target, req, force=flagged is not None, agents=agents, check=check)
         data = report.to_json(inv)
         verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
         verdicts += [
@@ -132,7 +133,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         except CircularRetest as flag:
             print(f"    ⟲ sleuth: circular retest — {flag}")
             print("    (running it anyway, so the postmortem can show what it cost)")
-            await run("env-fingerprint", {}, force=True)
+            await run("env-fingerprint", {}, flagged=flag)
         _say(5, "Apply the lock remedy to drafter/model.py")
         plan = plan_remedy(inv, "lock", directory / "drafter" / "model.py", "local")
         for f in plan.findings:

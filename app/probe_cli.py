@@ -86,7 +86,8 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
             report = asyncio.run(run_probe(inv, target, request, force=args.force, timeout=args.timeout, on_output=live))
         except CircularRetest as flag:
             if _confirm(str(flag)):
-                report = asyncio.run(run_probe(inv, target, request, force=True, timeout=args.timeout, on_output=live))
+                report = asyncio.run(run_probe(inv, target, request, force=True, timeout=args.timeout, on_output=live,
+                                               check=flag.check))
             else:
                 inv.decline_run(request.probe, request.params, target.name, flag.check)
                 print(f"sleuth: circular retest: {flag}; not run (pass --force to run it anyway)", file=sys.stderr)
@@ -108,6 +109,8 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
         print(f"\n#{data['run_id']} {data['probe']} on {data['target']}: {data['classification']} — {data['reason']}")
         for ev in data["evidence"]:
             print(f"  {ev['verdict']} {ev['hypothesis']}")
+        if report.check.unknown:
+            print(f"  before it ran, {report.check.unknown}: its state is unknown, so nothing was flagged")
         print(f"  full output: {data['output']} ({data['lines']['stdout']:,} + {data['lines']['stderr']:,} lines)")
     return 0 if data["classification"] == "completed" else 1
 

@@ -65,6 +65,8 @@ class RunReport:
             "bytes": self.outcome.bytes,
             "output": self.output,
             "retest_of": info.retest_of,
+            "state_before": "unknown: " + self.check.unknown if self.check.unknown else
+            ("measured" if self.check.measured else "predicted"),
             "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in inv.state.verdicts_for(self.run)],
             "seconds": round(self.outcome.seconds, 3),
         }

@@ -87,3 +87,22 @@ def test_env_fingerprint_and_cache_inventory_complete_here(here):
     assert "torch" in result["fingerprint"]["distributions"]  # every distribution, by name
     inv = run(here, "cache-inventory")
     assert inv["classification"] == "completed" and inv["evidence"]
+
+
+def test_without_torch_the_torch_probes_fail_and_say_why(here, tmp_path):
+    import subprocess
+    import sys
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    (here / "sleuth.toml").write_text(f'[targets.local]\npython = "{bare / "bin" / "python"}"\n')
+    (here / "train.py").write_text("import torch\n")
+    for args, words in (
+        (["dense-fallback"], "No module named 'torch'"),
+        (["fx-trace-state", "--param", "entry=train.py"], "No module named 'torch'"),
+        (["compile-race", "--param", "entry=train.py", "--param", "trials=1", "--param", "control=false"],
+         "(ModuleNotFoundError) before any step or FX error"),
+    ):
+        data = run(here, *args)
+        assert data["classification"] == "failed" and words in data["reason"], data["reason"]
+        assert data["evidence"] == []

@@ -76,11 +76,13 @@ def run_once(threads):
 
 
 trials = [run_once(P["threads"]) for _ in range(int(P["trials"]))]
-if trials and all(t["exit"] != 0 and not t["errors"] and not t.get("steps") for t in trials):
+if trials and all(t["exit"] != 0 and not t["fx_trace_errors"] and not t.get("steps") for t in trials):
     codes = sorted({t["exit"] for t in trials})
+    seen = sorted({name for t in trials for name in t["errors"]})
     raise CouldNotReproduce(
-        f"{P['entry']} exited {', '.join(map(str, codes))} in every trial with no error sleuth can count and no "
-        "steps: the threaded phase never ran (its output is above)"
+        f"{P['entry']} exited {', '.join(map(str, codes))} in every trial"
+        + (f" ({', '.join(seen)})" if seen else " with no error sleuth can count")
+        + " before any step or FX error: the threaded phase never ran (its output is above)"
     )
 control = run_once(1) if P["control"] else None
 errors = {}
