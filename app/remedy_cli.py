@@ -7,15 +7,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sleuth.probes import load_config
-from sleuth.probes.remedies import REMEDIES
+from sleuth.probes import Target, load_config
+from sleuth.probes.remedies import REMEDIES, RemedyPlan
 from sleuth.sessions import (
     RemedyError,
+    TreePlan,
     Workspace,
     apply_remedy,
+    apply_tree,
     plan_remedy,
+    plan_tree,
     revert_remedy,
+    revert_tree,
 )
+
+from .errors import UsageError
 
 __all__ = ["add_remedy_commands"]
 
@@ -37,30 +43,62 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(plan, as_json: bool) -> None:
+def _show(plan: RemedyPlan | TreePlan, as_json: bool) -> None:
+    plans = plan.plans if isinstance(plan, TreePlan) else [plan]
     if as_json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        if isinstance(plan, TreePlan):
+            print(json.dumps({"remedy": plan.remedy, "root": str(plan.root), "files": [p.to_dict() for p in plans],
+                              "skipped": plan.skipped, "blocked": plan.blocked, "diff": plan.diff}, indent=2))
+        else:
+            print(json.dumps(plan.to_dict(), indent=2))
         return
-    for f in plan.findings:
-        mark = "  " if f["handled"] else "✗ "
-        where = f"line {f['line']}: " if f["line"] else ""
-        print(f"{mark}{where}{f['what']}")
+    for p in plans:
+        if isinstance(plan, TreePlan):
+            print(plan.relative(p))
+        for f in p.findings:
+            mark = "  " if f["handled"] else "✗ "
+            where = f"line {f['line']}: " if f["line"] else ""
+            print(f"{'  ' if isinstance(plan, TreePlan) else ''}{mark}{where}{f['what']}")
+    for skipped in getattr(plan, "skipped", []):
+        print(f"  (not read: {skipped})")
     if plan.blocked:
         print("\nNOT APPLICABLE as it stands — sleuth will not write a half-fixed file:")
         for b in plan.blocked:
             print(f"  {b}")
     elif not plan.changes:
-        print(f"\n{plan.path}: {plan.remedy} is already applied; nothing to change")
+        where = plan.root if isinstance(plan, TreePlan) else plan.path
+        print(f"\n{where}: {plan.remedy} is already applied; nothing to change")
     else:
         print()
         print(plan.diff, end="")
 
 
+def _where(ws: Workspace, target: Target, path: str | None) -> str:
+    """PATH as given, or the target's code tree (code.local, or code.remote on a target)."""
+    if path:
+        return path
+    code = target.code_local if target.is_local else (target.code_remote or target.workdir)
+    if not code:
+        raise UsageError(f"give a PATH: target {target.name} has no code tree (code = {{ local = … }} in sleuth.toml)")
+    return code
+
+
+def _is_tree(target: Target, path: str) -> bool:
+    return target.is_local and Path(path).is_dir()
+
+
+def _plan(inv, args: argparse.Namespace, target: Target, path: str):
+    if _is_tree(target, path):
+        return plan_tree(inv, args.name, Path(path), target, _shapes(args))
+    return plan_remedy(inv, args.name, path, target, _shapes(args))
+
+
 def cmd_preview(args: argparse.Namespace) -> int:
     ws = Workspace(".")
     target = load_config(ws.config_path).target(args.target)
+    path = _where(ws, target, args.path)
     with ws.open(args.session) as inv:
-        plan = plan_remedy(inv, args.name, args.path, target, _shapes(args))
+        plan = _plan(inv, args, target, path)
         _show(plan, args.json)
     return 2 if plan.blocked else 0
 
@@ -68,26 +106,37 @@ def cmd_preview(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     ws = Workspace(".")
     target = load_config(ws.config_path).target(args.target)
+    path = _where(ws, target, args.path)
     with ws.open(args.session) as inv:
-        plan = plan_remedy(inv, args.name, args.path, target, _shapes(args))
+        plan = _plan(inv, args, target, path)
         if plan.blocked:
             _show(plan, False)
-            raise RemedyError(f"{args.name} not applied to {args.path}")
-        app = apply_remedy(inv, plan, target, args.hypothesis)
+            raise RemedyError(f"{args.name} not applied to {path}")
+        if isinstance(plan, TreePlan):
+            app = apply_tree(inv, plan, target, args.hypothesis)
+            names = ", ".join(plan.relative(p) for p in plan.plans if p.changes)
+        else:
+            app = apply_remedy(inv, plan, target, args.hypothesis)
+            names = path
         if app is None:
-            print(f"{args.path}: {args.name} is already applied; nothing changed")
+            print(f"{path}: {args.name} is already applied; nothing changed")
         else:
             print(plan.diff, end="")
-            print(f"\napplied {args.name} to {args.path} (application #{app}); revert with: sleuth remedy revert {args.path}")
+            print(f"\napplied {args.name} to {names} (application #{app}); revert with: sleuth remedy revert {path}")
     return 0
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
     ws = Workspace(".")
     target = load_config(ws.config_path).target(args.target)
+    path = _where(ws, target, args.path)
     with ws.open(args.session) as inv:
-        app = revert_remedy(inv, args.path, target)
-        print(f"reverted application #{app} on {args.path}: the original bytes are back")
+        if _is_tree(target, path):
+            app = revert_tree(inv, Path(path), target)
+        else:
+            app = revert_remedy(inv, path, target)
+        files = len(inv.state.applications[app].files)
+        print(f"reverted application #{app} on {path}: the original bytes of its {files} file{'s' * (files != 1)} are back")
     return 0
 
 
@@ -99,7 +148,7 @@ def add_remedy_commands(sub: Any, add: Any) -> None:
     for name, func, words in (("preview", cmd_preview, "show the diff a remedy would make"), ("apply", cmd_apply, "apply a remedy to a file (atomic, recorded)")):
         p = add(name, func, words, rsub)
         p.add_argument("name", choices=sorted(REMEDIES))
-        p.add_argument("path")
+        p.add_argument("path", nargs="?", help="a file, or a directory: every module under it (default: the target's code tree)")
         p.add_argument("--target", default="local")
         p.add_argument("--shapes", metavar="JSON", help="precompile: shapes file (default: the latest fx-trace-state run)")
         if name == "preview":
@@ -107,5 +156,5 @@ def add_remedy_commands(sub: Any, add: Any) -> None:
         else:
             p.add_argument("--hypothesis", help="the hypothesis it addresses (default: the remedy's own)")
     p = add("revert", cmd_revert, "restore the exact original bytes of a remedied file", rsub)
-    p.add_argument("path")
+    p.add_argument("path", nargs="?", help="a file, or a directory (default: the target's code tree)")
     p.add_argument("--target", default="local", help="a remote target: PATH is on it (relative to its code.remote)")

@@ -4,12 +4,13 @@ hypothesis the catalog says the remedy addresses; and which run verifies an appl
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sleuth.hypotheses import InvestigationState, RunInfo, trials_needed
 from sleuth.probes import Target
-from sleuth.probes.remedies import CodeFile, RemedyError, RemedyPlan, apply_plan, code_file, preview, revert
+from sleuth.probes.remedies import CodeFile, RemedyError, RemedyPlan, apply_plan, code_file, preview, revert, sha256
 
 from .errors import InvestigationError
 from .investigation import Investigation
@@ -25,7 +26,13 @@ __all__ = [
     "plan_remedy",
     "record_remedy",
     "remedy_inputs",
+    "TreePlan",
+    "apply_tree",
+    "plan_tree",
+    "revert_application",
     "revert_remedy",
+    "revert_tree",
+    "tree_files",
     "run_to_verify",
     "verify_params",
     "write_remedy",
@@ -167,9 +174,123 @@ def active_application(state: InvestigationState, file: CodeFile) -> tuple[int, 
 
 
 def revert_remedy(inv: Investigation, path: CodeFile | Path | str, target: Target | str = "local") -> int:
-    """Revert the latest active application that touched *path*; returns its number."""
+    """Revert the latest active application that touched *path* — every file it changed, as
+    it was one application — and return its number. Nothing is written unless every file
+    can be put back (none edited since)."""
     file = _file(target, path)
-    app, f = active_application(inv.state, file)
-    revert(file, f["before"].encode("utf-8"), f["after_sha"])
-    inv.record_revert(app)
-    return app
+    app, _f = active_application(inv.state, file)
+    return revert_application(inv, app, target)
+
+
+def revert_application(inv: Investigation, app_id: int, target: Target | str = "local") -> int:
+    """Put back the original bytes of every file of application *app_id*, or none of them."""
+    app = inv.state.applications[app_id]
+    files = [(_file(target, f["path"].split(":", 1)[1] if ":" in f["path"] and not Path(f["path"]).is_absolute()
+                    else f["path"]), f) for f in app.files]
+    for file, f in files:  # check all first: a half-reverted tree is as bad as a half-fixed one
+        now = file.read() if file.exists() else b""
+        if now != f["before"].encode("utf-8") and sha256(now) != f["after_sha"]:
+            raise RemedyError(f"{file.key} changed since the remedy was applied; nothing reverted "
+                              "(the originals are in the session)")
+    for file, f in files:
+        revert(file, f["before"].encode("utf-8"), f["after_sha"])
+    inv.record_revert(app_id)
+    return app_id
+
+
+# ---------------------------------------------------------------- whole trees
+
+_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist"}
+
+
+def tree_files(root: Path) -> list[Path]:
+    """The Python files of a code tree: hidden folders, caches, venvs and builds skipped."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts[:-1]
+        if any(p.startswith(".") or p in _SKIP_DIRS for p in parts):
+            continue
+        if any((root.joinpath(*parts[: i + 1]) / "pyvenv.cfg").exists() for i in range(len(parts))):
+            continue
+        out.append(path)
+    return out
+
+
+@dataclass
+class TreePlan:
+    """A remedy over a whole code tree: one plan per module it has something to say about."""
+
+    remedy: str
+    root: Path
+    plans: list[RemedyPlan]
+    skipped: list[str]  # files sleuth could not read as Python, and why
+
+    @property
+    def blocked(self) -> list[str]:
+        return [b for p in self.plans for b in p.blocked]
+
+    @property
+    def changes(self) -> bool:
+        return any(p.changes for p in self.plans)
+
+    def relative(self, plan: RemedyPlan) -> str:
+        return Path(plan.path).relative_to(self.root.parent).as_posix()
+
+    @property
+    def diff(self) -> str:
+        return "".join(p.diff_as(self.relative(p)) for p in self.plans if p.changes)
+
+
+def plan_tree(
+    inv: Investigation, remedy: str, root: Path, target: Target | str = "local", shapes: list | None = None
+) -> TreePlan:
+    """Preview *remedy* on every module under *root* (a local tree) and record each preview."""
+    if isinstance(target, Target) and not target.is_local:
+        raise RemedyError(f"{root}: a whole tree on {target.name} is not supported yet; give one file on it")
+    shapes, note = remedy_inputs(inv.state, remedy, _name(target), shapes)
+    plans, skipped = [], []
+    for path in tree_files(root):
+        try:
+            plan = preview(remedy, path, shapes=shapes, source_note=note)
+        except RemedyError as exc:
+            skipped.append(str(exc))
+            continue
+        nothing = plan.blocked and all("nothing for" in b for b in plan.blocked) and not plan.changes
+        if plan.findings and not nothing:
+            plans.append(plan)
+    if not plans:
+        raise RemedyError(f"{root}: no module here that {remedy} would change")
+    for plan in plans:
+        inv.record_preview(plan.remedy, plan.file.key, plan.before_sha, plan.after_sha, plan.blocked)
+    return TreePlan(remedy, root, plans, skipped)
+
+
+def apply_tree(inv: Investigation, tree: TreePlan, target: Target | str = "local", hypothesis: str | None = None) -> int | None:
+    """Apply a tree plan as one application: every module, or none (a write that fails puts
+    back the ones written before it). None when every module already had it."""
+    if tree.blocked:
+        raise RemedyError("not applied: " + "; ".join(tree.blocked))
+    written: list[tuple[RemedyPlan, dict[str, Any]]] = []
+    try:
+        for plan in tree.plans:
+            record = write_remedy(inv.state, plan)
+            if record is not None:
+                written.append((plan, record))
+    except RemedyError:
+        for plan, record in reversed(written):
+            revert(plan.file, plan.before, record["after_sha"])
+        raise
+    if not written:
+        return None
+    hyp = hypothesis or addressed_hypothesis(inv.state, tree.remedy)
+    return inv.record_application(tree.remedy, _name(target), [r for _p, r in written],
+                                  hypothesis=hyp if hyp in inv.state.hypotheses else None)
+
+
+def revert_tree(inv: Investigation, root: Path, target: Target | str = "local") -> int:
+    """Revert the latest active application whose files are all under *root*."""
+    prefix = str(root.resolve()) + "/"
+    for app in sorted(inv.state.applications.values(), key=lambda a: -a.id):
+        if app.active and app.files and all(f["path"].startswith(prefix) for f in app.files):
+            return revert_application(inv, app.id, target)
+    raise InvestigationError(f"no active remedy under {root} in this investigation")

@@ -109,3 +109,48 @@ def test_probes_tell_the_hypotheses_apart(project, tmp_path):
     assert hyps["compile-race"]["status"] == "supported"
     assert hyps["version-drift"]["status"] == "refuted"
     assert hyps["cache-invalidation"]["status"] == "supported"
+
+
+def split(project: Path) -> None:
+    """The drafter with its feature extractor (the FX tracing site) moved to its own module,
+    as real training code is never one file; train.py imports it through model.py."""
+    model = project / "drafter" / "model.py"
+    text = model.read_text()
+    head, _, extractor = text.partition("\n\ndef extract_features(")
+    model.write_text(head.replace("from torch.fx.experimental.proxy_tensor import make_fx\n", "")
+                     + "\n\nfrom features import extract_features  # noqa: E402,F401  (the tracing site lives there)\n")
+    (project / "drafter" / "features.py").write_text(
+        '"""Target-side feature extraction: FX-traces the target model."""\n\n'
+        "import torch\nfrom torch import nn\nfrom torch.fx.experimental.proxy_tensor import make_fx\n\n\n"
+        "def extract_features(" + extractor
+    )
+
+
+def shared_lock(project: Path) -> bool:
+    probe = ("import sys; sys.path.insert(0, 'drafter'); import model, features; "
+             "print(model._SLEUTH_LOCK is features._SLEUTH_LOCK)")
+    return subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True,
+                          check=True).stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("how", ["two applies", "one tree apply"])
+def test_the_race_split_across_modules_is_gone_under_one_lock(project, how):
+    split(project)
+    originals = {p.name: p.read_bytes() for p in (project / "drafter").glob("*.py")}
+    summary, proc = drafter(project, "--trials", "4", "--steps", "8")
+    assert sum(1 for t in summary["trials"] if t["errors"].get("RuntimeError")) >= 3, summary["trials"]
+    if how == "two applies":
+        sleuth(project, "remedy", "apply", "lock", "drafter/model.py")
+        sleuth(project, "remedy", "apply", "lock", "drafter/features.py")
+    else:
+        out = sleuth(project, "remedy", "apply", "lock", "drafter").stdout
+        assert "drafter/model.py" in out and "drafter/features.py" in out and "application #1" in out
+    assert shared_lock(project)  # two modules, one lock object
+    summary, proc = drafter(project, "--trials", "10", "--steps", "8")
+    assert [t["errors"] for t in summary["trials"]] == [{}] * 10, proc.stderr[-2000:]
+    if how == "two applies":
+        sleuth(project, "remedy", "revert", "drafter/model.py")
+        sleuth(project, "remedy", "revert", "drafter/features.py")
+    else:
+        sleuth(project, "remedy", "revert", "drafter")
+    assert {p.name: p.read_bytes() for p in (project / "drafter").glob("*.py")} == originals

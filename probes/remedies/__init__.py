@@ -107,7 +107,10 @@ class RemedyPlan:
 
     @property
     def diff(self) -> str:
-        name = self.path.name
+        return self.diff_as(self.path.name)
+
+    def diff_as(self, name: str) -> str:
+        """The unified diff with the file called *name* (a path relative to a tree's root)."""
         return "".join(
             difflib.unified_diff(
                 self.before.decode("utf-8", "replace").splitlines(True),

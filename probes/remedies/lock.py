@@ -1,5 +1,7 @@
 """The lock remedy: one process-wide re-entrant lock around every call of a compiled
-flex_attention, every create_block_mask and every FX tracing site of a module.
+flex_attention, every create_block_mask and every FX tracing site of a module — the same
+lock object in every remedied module of the process (``threading.__dict__.setdefault``:
+atomic, whichever module is imported first, with or without sleuth installed).
 
 The compiled function is wrapped where it is made (``_sleuth_serialized(torch.compile(
 flex_attention))``, or a ``@_sleuth_serialized`` decorator above ``@torch.compile``), so
@@ -39,12 +41,14 @@ LOCK_HELPER = '''
 # torch's FX-tracing flag is process-global: a thread that calls compiled code while another
 # thread compiles or FX-traces trips it ("Detected that you are using FX to symbolically
 # trace a dynamo-optimized function"). Every compiled flex_attention call, create_block_mask
-# and FX tracing site below goes through this one re-entrant lock. Added by sleuth; remove
+# and FX tracing site below goes through one re-entrant lock — the same one in every module
+# sleuth remedied, whichever is imported first (it is kept on the threading module), so a
+# compile in one module and a trace in another exclude each other. Added by sleuth; remove
 # with `sleuth remedy revert`.
 import functools as _sleuth_functools
 import threading as _sleuth_threading
 
-_SLEUTH_LOCK = _sleuth_threading.RLock()
+_SLEUTH_LOCK = _sleuth_threading.__dict__.setdefault("_sleuth_remedy_lock", _sleuth_threading.RLock())
 
 
 def _sleuth_serialized(fn):
@@ -183,9 +187,16 @@ class _LockTransformer(cst.CSTTransformer):
         return updated.with_changes(body=splice(body, at, LOCK_HELPER))
 
 
+OLD_LOCK = "_SLEUTH_LOCK = _sleuth_threading.RLock()\n"  # one lock per module, before issue 14
+SHARED_LOCK = '_SLEUTH_LOCK = _sleuth_threading.__dict__.setdefault("_sleuth_remedy_lock", _sleuth_threading.RLock())\n'
+
+
 def lock_transform(source: str) -> tuple[str, Findings, dict[str, int]]:
     """(new source, what was found, counts) for the lock remedy on one module."""
     findings = Findings()
+    if OLD_LOCK in source:  # remedied by an older sleuth: its lock excluded nothing outside this module
+        source = source.replace(OLD_LOCK, SHARED_LOCK)
+        findings.add(0, "the lock sleuth added before is now the one process-wide lock every remedied module shares")
     module = cst.parse_module(source)
     wrapper = MetadataWrapper(module)
     transformer = _LockTransformer(findings)
