@@ -56,7 +56,7 @@ def _show(plan: RemedyPlan | TreePlan, as_json: bool) -> None:
         if isinstance(plan, TreePlan):
             print(plan.relative(p))
         for f in p.findings:
-            mark = "  " if f["handled"] else "✗ "
+            mark = "✗ " if not f["handled"] else "○ left unlocked — " if f.get("left_unlocked") else "  "
             where = f"line {f['line']}: " if f["line"] else ""
             print(f"{'  ' if isinstance(plan, TreePlan) else ''}{mark}{where}{f['what']}")
     for skipped in getattr(plan, "skipped", []):
@@ -123,6 +123,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
         else:
             print(plan.diff, end="")
             print(f"\napplied {args.name} to {names} (application #{app}); revert with: sleuth remedy revert {path}")
+        plans = plan.plans if isinstance(plan, TreePlan) else [plan]
+        for p in plans:
+            for f in p.findings:
+                if f.get("left_unlocked"):
+                    print(f"left unlocked: {p.path}:{f['line']}: {f['what']}")
     return 0
 
 

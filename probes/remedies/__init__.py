@@ -152,9 +152,9 @@ def preview(remedy: str, file: CodeFile | Path | str, *, shapes: list[dict[str, 
         raise RemedyError(f"{path}: not UTF-8 text") from None
     except cst.ParserSyntaxError as exc:
         raise RemedyError(f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}") from None
-    findings = [{"line": f.line, "what": f.what, "handled": f.handled} for f in found.items]
+    findings = [{"line": f.line, "what": f.what, "handled": f.handled, "left_unlocked": f.left_unlocked} for f in found.items]
     blocked = [f"{path}:{f.line}: {f.what}" if f.line else f"{path}: {f.what}" for f in found.unhandled]
-    if not blocked and after == source and not any("already" in f.what for f in found.items):
+    if not blocked and after == source and not any("already" in f.what or f.left_unlocked for f in found.items):
         if not _mentions_sleuth(source, remedy):
             blocked.append(f"{path}: nothing for {remedy} to change here (no compiled flex_attention, block mask or tracing site)")
     return RemedyPlan(remedy, file, before, after.encode("utf-8"), findings, blocked)

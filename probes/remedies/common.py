@@ -45,15 +45,20 @@ PROCESSES = {
 class Finding:
     line: int
     what: str
-    handled: bool = True
+    handled: bool = True  # False: sleuth will not write the file (it would be half-fixed)
+    left_unlocked: bool = False  # seen, deliberately not locked: said in the preview and the apply
 
 
 @dataclass
 class Findings:
     items: list[Finding] = field(default_factory=list)
 
-    def add(self, line: int, what: str, handled: bool = True) -> None:
-        self.items.append(Finding(line, what, handled))
+    def add(self, line: int, what: str, handled: bool = True, left_unlocked: bool = False) -> None:
+        self.items.append(Finding(line, what, handled, left_unlocked))
+
+    @property
+    def left(self) -> list[Finding]:
+        return [f for f in self.items if f.left_unlocked]
 
     @property
     def unhandled(self) -> list[Finding]:

@@ -13,7 +13,13 @@ enough (measured on an H200: 101,350 of 193,401 calls still failed).
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
+from libcst.metadata import (
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+)
 
 from .common import (
     BLOCK_MASK,
@@ -83,6 +89,7 @@ class _LockTransformer(cst.CSTTransformer):
         self.has_helper = False
         self.threads = 0
         self.processes = 0
+        self.module_functions: set[str] = set()  # functions defined at the module's top level
 
     # ---- pass 1 facts (collected while visiting; the module is small)
 
@@ -94,6 +101,8 @@ class _LockTransformer(cst.CSTTransformer):
                 self.stack: list[str] = []
 
             def visit_FunctionDef(self, fn: cst.FunctionDef) -> None:
+                if not self.stack:
+                    meta.module_functions.add(fn.name.value)
                 self.stack.append(fn.name.value)
                 if fn.name.value == WRAP:
                     meta.has_helper = True
@@ -118,6 +127,37 @@ class _LockTransformer(cst.CSTTransformer):
             parent = self.get_metadata(ParentNodeProvider, parent, None)
         return _is_wrapper(parent)
 
+    def _what_compiles(self, call: cst.Call) -> str | None:
+        """What a torch.compile call compiles, when it is a function sleuth can wrap:
+        flex_attention (or a partial or local wrapper of it), create_block_mask, or a plain
+        function (defined here, or imported); None for anything else (a module, a parameter)."""
+        if self._compiles_flex(call):
+            return "flex_attention"
+        if not call.args:
+            return None
+        first = call.args[0].value
+        if isinstance(first, cst.Call) and qualified(self, first.func) & PARTIAL and first.args:
+            first = first.args[0].value
+        q = qualified(self, first)
+        if q & BLOCK_MASK:
+            return "create_block_mask"
+        if isinstance(first, cst.Name) and first.value in self.module_functions:
+            return first.value
+        imported = self._imported_function(first)
+        return imported
+
+    def _imported_function(self, node: cst.CSTNode) -> str | None:
+        """The qualified name of an imported function (lowercase: not a class) *node* names."""
+        try:
+            names = self.get_metadata(QualifiedNameProvider, node, set())
+        except KeyError:
+            return None
+        for q in names:
+            last = q.name.rsplit(".", 1)[-1]
+            if q.source == QualifiedNameSource.IMPORT and last[:1].islower():
+                return q.name
+        return None
+
     def _compiles_flex(self, call: cst.Call) -> bool:
         if not call.args:
             return False
@@ -136,12 +176,26 @@ class _LockTransformer(cst.CSTTransformer):
             return updated
         q = qualified(self, original.func)
         if q & COMPILE:
-            if self._compiles_flex(original):
-                self.found.add(line, "torch.compile(flex_attention…): every call of the result takes the lock")
+            if not original.args or original.args[0].keyword is not None:  # @torch.compile(...): see leave_FunctionDef
+                return updated
+            what = self._what_compiles(original)
+            if what is not None:
+                self.found.add(line, f"torch.compile({what}…): every call of the result takes the lock")
                 self.changed += 1
                 return _wrap(updated)
-            if original.args and "attn" in cst.Module([]).code_for_node(original.args[0].value).lower():
+            code = cst.Module([]).code_for_node(original.args[0].value) if original.args else "…"
+            if "attn" in code.lower() or "attention" in code.lower():
                 self.found.add(line, "torch.compile of an attention function sleuth cannot see into", handled=False)
+            else:
+                self.found.add(line, f"torch.compile({code}): a compiled module or a callable passed in — wrapping it would "
+                               "change what it is (an nn.Module keeps .train(), .parameters()); lock the flex_attention "
+                               "or block mask inside it instead", left_unlocked=True)
+            return updated
+        if isinstance(original.func, cst.Attribute) and original.func.attr.value == "compile" and not q & COMPILE \
+                and not original.args:
+            code = cst.Module([]).code_for_node(original.func.value)
+            self.found.add(line, f"{code}.compile() compiles the module in place: its calls are not locked (lock the "
+                           "flex_attention inside it)", left_unlocked=True)
             return updated
         if q & FLEX_WRAPPERS:
             self.found.add(line, f"{sorted(q & FLEX_WRAPPERS)[0].rsplit('.', 1)[1]}(…) (a lazily compiled flex_attention)")
@@ -155,11 +209,12 @@ class _LockTransformer(cst.CSTTransformer):
             self.found.add(line, f"FX tracing site {sorted(q & TRACERS)[0]}(…)")
             self.changed += 1
             return updated.with_changes(func=_wrap(updated.func))
-        if isinstance(original.func, cst.Call) and is_call_to(self, original.func, MAKE_FX):
+        if isinstance(original.func, cst.Call) and isinstance(original.func.func, (cst.Name, cst.Attribute)) \
+                and is_call_to(self, original.func, MAKE_FX):
             self.found.add(line, "FX tracing site make_fx(…)(…)")
             self.changed += 1
             return updated.with_changes(func=_wrap(updated.func))
-        if q & MAKE_FX:
+        if q & MAKE_FX and isinstance(original.func, (cst.Name, cst.Attribute)):
             parent = self.get_metadata(ParentNodeProvider, original, None)
             if not (isinstance(parent, cst.Call) and parent.func is original) and not self._wrapped_already(original):
                 self.found.add(line, "make_fx(…) kept for a later call: that call is not locked", handled=False)
@@ -173,7 +228,7 @@ class _LockTransformer(cst.CSTTransformer):
             or (isinstance(d.decorator, cst.Call) and qualified(self, d.decorator.func) & COMPILE)
         ]
         already = any(isinstance(d.decorator, cst.Name) and d.decorator.value == WRAP for d in original.decorators)
-        if compiled and original.name.value in self.flex_functions and not already:
+        if compiled and not already:
             self.found.add(line_of(self, original), f"@torch.compile def {original.name.value}: every call takes the lock")
             self.changed += 1
             return updated.with_changes(decorators=[cst.Decorator(cst.Name(WRAP)), *decorators])
