@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# the example drafter as one module and split across two (the tracing site in features.py)
+VARIANTS = ("original", "lock", "precompile", "split-original", "split-lock", "split-precompile")
 
 
 def prepare(out: Path, device: str) -> None:
@@ -43,12 +45,21 @@ def prepare(out: Path, device: str) -> None:
     from sleuth.probes.remedies.lock import LOCK_HELPER, lock_transform
     from sleuth.probes.remedies.precompile import precompile_transform
 
+    sys.path.insert(0, str(ROOT / "tests"))
+    from drafter_split import split
+    from sleuth.probes.remedies import LocalFile
+
     src = ROOT / "examples" / "drafter"
-    for name in ("original", "lock", "precompile"):
+    for name in VARIANTS:
         shutil.rmtree(out / name, ignore_errors=True)
         shutil.copytree(src, out / name, ignore=shutil.ignore_patterns("__pycache__"))
-    model = out / "lock" / "model.py"
-    model.write_text(lock_transform(model.read_text())[0])
+        if name.startswith("split-"):
+            split(out / name)
+    for name in ("lock", "split-lock"):  # split-lock: both modules, one process-wide lock
+        for module in ("model.py", "features.py"):
+            path = out / name / module
+            if path.exists():
+                path.write_text(lock_transform(path.read_text())[0])
     (out / "lock_helper.py").write_text(LOCK_HELPER)
 
     class Sink:
@@ -66,8 +77,9 @@ def prepare(out: Path, device: str) -> None:
         for t in ("q", "k", "v"):
             s[t]["device"] = device
     (out / "shapes.json").write_text(json.dumps(shapes, indent=1))
-    train = out / "precompile" / "train.py"
-    train.write_text(precompile_transform(train.read_text(), train, shapes, "Shapes from bench/remedy_overhead.py.")[0])
+    for name in ("precompile", "split-precompile"):
+        train = out / name / "train.py"
+        train.write_text(precompile_transform(train.read_text(), LocalFile(train), shapes, "Shapes from bench/remedy_overhead.py.")[0])
 
 
 def lock_overhead(out: Path, device: str) -> dict:
@@ -123,12 +135,14 @@ def lock_overhead(out: Path, device: str) -> dict:
     return results
 
 
-def drafter_runs(out: Path, device: str, trials: int) -> dict:
-    runs = {}
-    for name in ("original", "lock", "precompile"):
+def drafter_runs(out: Path, device: str, trials: int, partial: Path | None = None) -> dict:
+    runs: dict = {}
+    plan = [(name, "compile") for name in VARIANTS] + [("original", "fx-trace"), ("split-original", "fx-trace"),
+                                                        ("split-lock", "fx-trace")]
+    for name, race in plan:
         t0 = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, str(out / name / "train.py"), "--race", "compile", "--device", device, "--cold-cache",
+            [sys.executable, str(out / name / "train.py"), "--race", race, "--device", device, "--cold-cache",
              "--trials", str(trials), "--steps", "30"],
             capture_output=True, text=True, timeout=900,
         )
@@ -138,7 +152,7 @@ def drafter_runs(out: Path, device: str, trials: int) -> dict:
         except (IndexError, ValueError):
             summary = {"errors": {"no summary": 1}, "stderr": proc.stderr[-1500:]}
         m = re.search(r"sleuth: precompiled (\d+) flex_attention shape\(s\) in ([0-9.]+) s", proc.stderr)
-        runs[name] = {
+        runs[f"{name} ({race})"] = {
             "exit": proc.returncode,
             "errors": summary.get("errors"),
             "compiles_during_workers": summary.get("compiles_during_workers"),
@@ -149,6 +163,8 @@ def drafter_runs(out: Path, device: str, trials: int) -> dict:
             "torch": summary.get("torch"),
             "first_error": next((ln for ln in proc.stderr.splitlines() if "Error" in ln), None),
         }
+        if partial is not None:  # what finished so far, should the whole run be cut short
+            partial.write_text(json.dumps(runs, indent=1))
     return runs
 
 
@@ -159,6 +175,8 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--partial", metavar="FILE", help="write the drafter runs finished so far here")
+    ap.add_argument("--skip-lock", action="store_true", help="only the drafter runs")
     args = ap.parse_args()
     device = args.device
     if device is None:
@@ -176,16 +194,19 @@ def main() -> None:
     if not args.run:
         prepare(work, device)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-inductor-"))
-    result = {"device": device, "lock": lock_overhead(work, device), "drafter": drafter_runs(work, device, args.trials)}
+    partial = Path(args.partial) if args.partial else None
+    lock = None if args.skip_lock else lock_overhead(work, device)
+    if partial is not None and lock is not None:
+        partial.with_name("lock_overhead.json").write_text(json.dumps(lock, indent=1))
+    result = {"device": device, "lock": lock, "drafter": drafter_runs(work, device, args.trials, partial)}
     if args.json:
         print(json.dumps(result))
         return
-    print(f"device {device}, flex_attention {result['lock']['shape']} {result['lock']['dtype']}")
-    for threads in (1, 4):
+    for threads in (1, 4) if result["lock"] else ():
         r = result["lock"][f"threads{threads}"]
         print(f"  {threads} thread(s): unlocked {r['unlocked_calls_s']:>9.1f} calls/s   locked {r['locked_calls_s']:>9.1f} calls/s   "
               f"overhead {r['overhead_pct']:+.2f} %  (goal ≤ 2 %)")
-    print("example drafter, --race compile, cold caches:")
+    print(f"device {device}; example drafter, cold caches:")
     for name, r in result["drafter"].items():
         print(f"  {name:<11} exit {r['exit']}  errors {r['errors']}  compiles while workers ran {r['compiles_during_workers']}"
               f"  wall {r['wall_s']} s" + (f"  precompile {r['precompile_s']} s" if r["precompile_s"] else ""))

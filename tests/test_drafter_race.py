@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import drafter_split
 import pytest
 import torch  # noqa: F401  (the kit needs real torch: no skip)
 from test_cli import sleuth
@@ -112,18 +113,7 @@ def test_probes_tell_the_hypotheses_apart(project, tmp_path):
 
 
 def split(project: Path) -> None:
-    """The drafter with its feature extractor (the FX tracing site) moved to its own module,
-    as real training code is never one file; train.py imports it through model.py."""
-    model = project / "drafter" / "model.py"
-    text = model.read_text()
-    head, _, extractor = text.partition("\n\ndef extract_features(")
-    model.write_text(head.replace("from torch.fx.experimental.proxy_tensor import make_fx\n", "")
-                     + "\n\nfrom features import extract_features  # noqa: E402,F401  (the tracing site lives there)\n")
-    (project / "drafter" / "features.py").write_text(
-        '"""Target-side feature extraction: FX-traces the target model."""\n\n'
-        "import torch\nfrom torch import nn\nfrom torch.fx.experimental.proxy_tensor import make_fx\n\n\n"
-        "def extract_features(" + extractor
-    )
+    drafter_split.split(project / "drafter")
 
 
 def shared_lock(project: Path) -> bool:
