@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sleuth.probes import Target, load_config
+from sleuth.probes import Config, Target, load_config
 from sleuth.probes.remedies import REMEDIES, RemedyPlan
 from sleuth.sessions import (
     RemedyError,
@@ -87,28 +87,34 @@ def _is_tree(target: Target, path: str) -> bool:
     return target.is_local and Path(path).is_dir()
 
 
-def _plan(inv, args: argparse.Namespace, target: Target, path: str):
+def _plan(inv, args: argparse.Namespace, target: Target, path: str, config: Config):
+    # shapes: --shapes FILE, else [remedies.precompile] shapes in sleuth.toml, else the last fx-trace-state run
+    shapes = _shapes(args)
+    if shapes is None:
+        shapes = config.remedy_params.get(args.name, {}).get("shapes")
     if _is_tree(target, path):
-        return plan_tree(inv, args.name, Path(path), target, _shapes(args))
-    return plan_remedy(inv, args.name, path, target, _shapes(args))
+        return plan_tree(inv, args.name, Path(path), target, shapes)
+    return plan_remedy(inv, args.name, path, target, shapes)
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
     ws = Workspace(".")
-    target = load_config(ws.config_path).target(args.target)
+    config = load_config(ws.config_path)
+    target = config.target(args.target)
     path = _where(ws, target, args.path)
     with ws.open(args.session) as inv:
-        plan = _plan(inv, args, target, path)
+        plan = _plan(inv, args, target, path, config)
         _show(plan, args.json)
     return 2 if plan.blocked else 0
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
     ws = Workspace(".")
-    target = load_config(ws.config_path).target(args.target)
+    config = load_config(ws.config_path)
+    target = config.target(args.target)
     path = _where(ws, target, args.path)
     with ws.open(args.session) as inv:
-        plan = _plan(inv, args, target, path)
+        plan = _plan(inv, args, target, path, config)
         if plan.blocked:
             _show(plan, False)
             raise RemedyError(f"{args.name} not applied to {path}")

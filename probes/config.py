@@ -90,6 +90,8 @@ class Config:
     targets: dict[str, Target]
     # [probes.ID] tables: default parameters of a probe here (a command line's --param wins)
     probe_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # [remedies.NAME] tables: e.g. precompile's shapes, when no fx-trace-state run recorded them
+    remedy_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def params_for(self, probe: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
         return {**self.probe_params.get(probe, {}), **(given or {})}
@@ -153,11 +155,12 @@ def load_config(path: Path | str | None) -> Config:
     except tomlkit.exceptions.ParseError as exc:
         raise ConfigError(path, exc.line, exc.col, str(exc).split(" at line")[0]) from None
     loc = _Lines(path, text)
-    unknown = set(doc) - {"targets", "sleuth", "probes"}
+    unknown = set(doc) - {"targets", "sleuth", "probes", "remedies"}
     if unknown:
         key = sorted(unknown)[0]
         line = next((i for i, ln in enumerate(loc.lines, 1) if key in ln), 1)
-        raise ConfigError(path, line, 1, f"unknown top-level key {key!r}; sleuth.toml holds [targets.NAME] and [probes.ID] tables")
+        raise ConfigError(path, line, 1, f"unknown top-level key {key!r}; sleuth.toml holds [targets.NAME], "
+                          "[probes.ID] and [remedies.NAME] tables")
     raw = doc.get("targets", {})
     if not isinstance(raw, dict):
         raise ConfigError(path, 1, 1, "targets must be a table of [targets.NAME] tables")
@@ -173,7 +176,17 @@ def load_config(path: Path | str | None) -> Config:
             line = next((i for i, ln in enumerate(loc.lines, 1) if re.match(rf"^\s*(probes\.)?{re.escape(probe)}\s*=", ln)), 1)
             raise ConfigError(path, line, 1, f"probes.{probe} must be a table of parameters: [probes.{probe}]")
         probe_params[probe] = dict(table)
-    return Config(path, targets, probe_params)
+    remedy_params: dict[str, dict[str, Any]] = {}
+    for remedy, table in (doc.get("remedies") or {}).items():
+        line = next((i for i, ln in enumerate(loc.lines, 1) if re.match(rf"^\s*\[\s*remedies\.{re.escape(remedy)}\s*\]", ln)), 1)
+        if not isinstance(table, dict):
+            raise ConfigError(path, line, 1, f"remedies.{remedy} must be a table: [remedies.{remedy}]")
+        shapes = table.get("shapes")
+        if shapes is not None and not (isinstance(shapes, list) and all(isinstance(s, dict) for s in shapes)):
+            raise ConfigError(path, line, 1, f"remedies.{remedy}.shapes: a list of shape tables "
+                              "(as fx-trace-state records them: q, k, v, block_mask, grad)")
+        remedy_params[remedy] = dict(table)
+    return Config(path, targets, probe_params, remedy_params)
 
 
 def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:

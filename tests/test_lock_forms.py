@@ -56,3 +56,28 @@ def test_the_whole_folder_is_one_application_and_one_revert(tmp_path, inv):
     revert_tree(inv, tree)
     assert {p.name: p.read_bytes() for p in tree.glob("*.py")} == originals
     assert not inv.state.applications[app].active
+
+
+def test_a_compiled_model_stays_a_module_and_its_forward_takes_the_one_lock(tmp_path):
+    import subprocess
+    import sys
+
+    src = tmp_path / "train.py"
+    src.write_text(
+        "import threading\n"
+        "import torch\n"
+        "from torch import nn\n\n\n"
+        "class Probe(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        held.append(threading._sleuth_remedy_lock._is_owned())\n"
+        "        return x * 2\n\n\n"
+        "held = []\n"
+        "model = torch.compile(Probe(), backend='eager')\n"
+        "out = model(torch.ones(2))\n"
+        "print(isinstance(model, nn.Module), list(model.parameters()) == [], float(out.sum()), held)\n"
+    )
+    plan = preview("lock", src)
+    assert "model = _sleuth_serialized(torch.compile(Probe(), backend='eager'))" in plan.after.decode()
+    apply_plan(plan)
+    got = subprocess.run([sys.executable, str(src)], capture_output=True, text=True, timeout=300)
+    assert got.stdout.strip() == "True True 4.0 [True]", got.stderr[-2000:]

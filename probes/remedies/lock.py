@@ -42,6 +42,8 @@ from .common import (
 __all__ = ["LOCK_HELPER", "lock_transform"]
 
 WRAP = "_sleuth_serialized"
+# What serializing a whole compiled model's forward cost, measured (bench/remedy_overhead.py)
+WHOLE_MODEL_COST = "measure it with bench/remedy_overhead.py"
 LOCK_HELPER = '''
 # --- sleuth: lock remedy ------------------------------------------------------------------
 # torch's FX-tracing flag is process-global: a thread that calls compiled code while another
@@ -58,6 +60,10 @@ _SLEUTH_LOCK = _sleuth_threading.__dict__.setdefault("_sleuth_remedy_lock", _sle
 
 
 def _sleuth_serialized(fn):
+    if hasattr(fn, "parameters") and hasattr(fn, "forward"):  # a (compiled) module stays a module
+        fn.forward = _sleuth_serialized(fn.forward)
+        return fn
+
     @_sleuth_functools.wraps(fn)
     def _sleuth_locked(*args, **kwargs):
         with _SLEUTH_LOCK:
@@ -183,14 +189,12 @@ class _LockTransformer(cst.CSTTransformer):
                 self.found.add(line, f"torch.compile({what}…): every call of the result takes the lock")
                 self.changed += 1
                 return _wrap(updated)
-            code = cst.Module([]).code_for_node(original.args[0].value) if original.args else "…"
-            if "attn" in code.lower() or "attention" in code.lower():
-                self.found.add(line, "torch.compile of an attention function sleuth cannot see into", handled=False)
-            else:
-                self.found.add(line, f"torch.compile({code}): a compiled module or a callable passed in — wrapping it would "
-                               "change what it is (an nn.Module keeps .train(), .parameters()); lock the flex_attention "
-                               "or block mask inside it instead", left_unlocked=True)
-            return updated
+            code = cst.Module([]).code_for_node(original.args[0].value)
+            self.found.add(line, f"torch.compile({code}): a compiled model or callable — every call (a module's forward) "
+                           "takes the lock; serializing a whole forward costs more than one kernel "
+                           f"({WHOLE_MODEL_COST}): if that is too much, lock only the flex_attention inside it instead")
+            self.changed += 1
+            return _wrap(updated)
         if isinstance(original.func, cst.Attribute) and original.func.attr.value == "compile" and not q & COMPILE \
                 and not original.args:
             code = cst.Module([]).code_for_node(original.func.value)

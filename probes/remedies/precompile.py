@@ -80,6 +80,7 @@ _SLEUTH_SHAPES = {table}
 
 
 def {CALL}():
+    import contextlib
     import sys
     import time
 
@@ -101,7 +102,9 @@ def {CALL}():
             masks[bm["mask_mod"]], bm["B"], bm["H"], bm["q_len"], bm["kv_len"],
             device=spec["q"]["device"], BLOCK_SIZE=tuple(bm["block_size"]),
         )
-        with torch.set_grad_enabled(spec["grad"]):
+        amp = spec.get("autocast")  # the workers' thread-local state: grad mode and autocast
+        autocast = torch.autocast(amp["device_type"], dtype=getattr(torch, amp["dtype"])) if amp else contextlib.nullcontext()
+        with torch.set_grad_enabled(spec["grad"]), autocast:
             out = _sleuth_flex(tensor(spec["q"]), tensor(spec["k"]), tensor(spec["v"]), block_mask=mask)
             if spec["grad"] and out.requires_grad:
                 out.sum().backward()

@@ -45,6 +45,17 @@ def tensor_spec(t):
             "device": str(t.device), "requires_grad": bool(t.requires_grad)}
 
 
+def autocast_state(t):
+    """The calling thread's autocast for *t*'s device: the precompile warm-up repeats it."""
+    kind = t.device.type
+    try:
+        if torch.is_autocast_enabled(kind):
+            return {"device_type": kind, "dtype": str(torch.get_autocast_dtype(kind)).replace("torch.", "")}
+    except (TypeError, AttributeError, RuntimeError):  # older torch: no per-device query
+        pass
+    return None
+
+
 def mask_spec(bm):
     if bm is None:
         return None
@@ -74,7 +85,7 @@ def instrument(compiled, where):
                 if isinstance(q, torch.Tensor):
                     spec = {"q": tensor_spec(q), "k": tensor_spec(k), "v": tensor_spec(v),
                             "block_mask": mask_spec(kwargs.get("block_mask")), "kwargs": sorted(kwargs),
-                            "grad": torch.is_grad_enabled(), "compiled": where}
+                            "grad": torch.is_grad_enabled(), "compiled": where, "autocast": autocast_state(q)}
                 with lock:
                     calls.append((name, started, ended, flag, compiling))
                     if spec is not None:
