@@ -135,6 +135,56 @@ def lock_overhead(out: Path, device: str) -> dict:
     return results
 
 
+def model_lock_overhead(out: Path, device: str) -> dict:
+    """Serializing a whole compiled model's forward (what the lock does to torch.compile(model))
+    against serializing only its flex_attention call: the example drafter's model, four
+    threads, steady state."""
+    import copy
+
+    import torch
+
+    sys.path.insert(0, str(out / "original"))
+    from model import Drafter
+
+    helper: dict = {}
+    exec((out / "lock_helper.py").read_text(), helper)
+    cuda = device.startswith("cuda")
+    dim, seq = (1024, 2048) if cuda else (64, 128)
+    base = Drafter(dim=dim, heads=8, vocab=4096).to(device)
+    plain = torch.compile(base)
+    whole = helper["_sleuth_serialized"](torch.compile(copy.deepcopy(base)))
+    tokens = torch.randint(0, 4096, (1, seq), device=device)
+    hidden = torch.randn(1, seq, dim, device=device)
+    with torch.no_grad():
+        plain(tokens, hidden)
+        whole(tokens, hidden)
+
+    def rate(model, calls: int = 200, threads: int = 4) -> float:
+        def loop() -> None:
+            with torch.no_grad():
+                for _ in range(calls // threads):
+                    model(tokens, hidden)
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        ts = [threading.Thread(target=loop) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        if cuda:
+            torch.cuda.synchronize()
+        return calls / (time.perf_counter() - t0)
+
+    a, b = [], []
+    for _ in range(5):
+        a.append(rate(plain))
+        b.append(rate(whole))
+    pa, pb = statistics.median(a), statistics.median(b)
+    return {"unlocked_forwards_s": round(pa, 1), "whole_forward_locked_s": round(pb, 1),
+            "overhead_pct": round((pa - pb) / pa * 100, 2), "dim": dim, "seq": seq, "threads": 4}
+
+
 def drafter_runs(out: Path, device: str, trials: int, partial: Path | None = None) -> dict:
     runs: dict = {}
     plan = [(name, "compile") for name in VARIANTS] + [("original", "fx-trace"), ("split-original", "fx-trace"),
@@ -177,6 +227,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--partial", metavar="FILE", help="write the drafter runs finished so far here")
     ap.add_argument("--skip-lock", action="store_true", help="only the drafter runs")
+    ap.add_argument("--model-only", action="store_true", help="only the whole-model lock cost")
     args = ap.parse_args()
     device = args.device
     if device is None:
@@ -194,6 +245,9 @@ def main() -> None:
     if not args.run:
         prepare(work, device)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-inductor-"))
+    if args.model_only:
+        print(json.dumps({"device": device, "whole_model_lock": model_lock_overhead(work, device)}))
+        return
     partial = Path(args.partial) if args.partial else None
     lock = None if args.skip_lock else lock_overhead(work, device)
     if partial is not None and lock is not None:
