@@ -43,7 +43,8 @@ __all__ = ["LOCK_HELPER", "lock_transform"]
 
 WRAP = "_sleuth_serialized"
 # What serializing a whole compiled model's forward cost, measured (bench/remedy_overhead.py)
-WHOLE_MODEL_COST = "measure it with bench/remedy_overhead.py"
+WHOLE_MODEL_COST = ("the example drafter's, four threads: 0.04 % on an H200, 9.8 % on a 2-core CPU; "
+                    "bench/remedy_overhead.py --model-only measures yours")
 LOCK_HELPER = '''
 # --- sleuth: lock remedy ------------------------------------------------------------------
 # torch's FX-tracing flag is process-global: a thread that calls compiled code while another
