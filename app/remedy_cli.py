@@ -84,7 +84,8 @@ def _where(ws: Workspace, target: Target, path: str | None) -> str:
 
 
 def _is_tree(target: Target, path: str) -> bool:
-    return target.is_local and Path(path).is_dir()
+    """A folder: here, asked of the disk; on a target, any PATH that is not a .py file."""
+    return Path(path).is_dir() if target.is_local else not path.endswith(".py")
 
 
 def _plan(inv, args: argparse.Namespace, target: Target, path: str, config: Config):
@@ -93,7 +94,7 @@ def _plan(inv, args: argparse.Namespace, target: Target, path: str, config: Conf
     if shapes is None:
         shapes = config.remedy_params.get(args.name, {}).get("shapes")
     if _is_tree(target, path):
-        return plan_tree(inv, args.name, Path(path), target, shapes)
+        return plan_tree(inv, args.name, path, target, shapes)
     return plan_remedy(inv, args.name, path, target, shapes)
 
 
@@ -143,7 +144,7 @@ def cmd_revert(args: argparse.Namespace) -> int:
     path = _where(ws, target, args.path)
     with ws.open(args.session) as inv:
         if _is_tree(target, path):
-            app = revert_tree(inv, Path(path), target)
+            app = revert_tree(inv, path, target)
         else:
             app = revert_remedy(inv, path, target)
         files = len(inv.state.applications[app].files)

@@ -19,7 +19,7 @@ from .errors import TransportError
 from .hops import HopChain, container_prefix
 from .transports import SshPool, run_chain
 
-__all__ = ["read_file", "write_file", "ORIGINAL_SUFFIX", "remote_path"]
+__all__ = ["ORIGINAL_SUFFIX", "list_tree", "read_file", "remote_path", "write_file"]
 
 ORIGINAL_SUFFIX = ".sleuth-orig"
 
@@ -38,6 +38,38 @@ with open(tmp, "wb") as fh:
 os.chmod(tmp, mode)
 os.replace(tmp, path)
 """
+
+
+# Lists a code tree's Python files at the far end (through the hop chain, so a container's
+# files too): hidden folders, caches, venvs and builds skipped, as tree_files does here.
+_LISTER = """
+import json, os
+root, skip, out = {root!r}, {skip!r}, []
+for here, dirs, files in os.walk(root):
+    dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in skip
+                     and not os.path.exists(os.path.join(here, d, "pyvenv.cfg")))
+    out += [os.path.join(here, f) for f in sorted(files) if f.endswith(".py")]
+print(json.dumps({{"root_exists": os.path.isdir(root), "files": out}}))
+"""
+SKIP_DIRS = ("__pycache__", "node_modules", "site-packages", "build", "dist")
+
+
+async def list_tree(target: Target, root: str, pool: SshPool) -> list[str]:
+    """The Python files under *root* on *target* (absolute paths), for a whole-tree remedy."""
+    sink = _Sink()
+    program = _LISTER.format(root=root, skip=list(SKIP_DIRS)).encode()
+    info = await run_chain(HopChain.python(target), program, sink, pool=pool, timeout=60)
+    if info.transport_error:
+        raise TransportError(info.transport_error, info.failed_hop)
+    import json
+
+    try:
+        found = json.loads(b"".join(sink.out).decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise OSError(f"{target.name}:{root}: could not list it: {b''.join(sink.err).decode(errors='replace')[-300:]}") from None
+    if not found["root_exists"]:
+        raise FileNotFoundError(f"{target.name}:{root}: no such directory")
+    return list(found["files"])
 
 
 def remote_path(target: Target, path: str) -> str:

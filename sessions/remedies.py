@@ -5,12 +5,23 @@ hypothesis the catalog says the remedy addresses; and which run verifies an appl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 from sleuth.hypotheses import InvestigationState, RunInfo, trials_needed
 from sleuth.probes import Target
-from sleuth.probes.remedies import CodeFile, RemedyError, RemedyPlan, apply_plan, code_file, preview, revert, sha256
+from sleuth.probes.remedies import (
+    CodeFile,
+    RemedyError,
+    RemedyPlan,
+    apply_plan,
+    code_file,
+    preview,
+    remote_tree,
+    revert,
+    sha256,
+)
+from sleuth.probes.remote_files import remote_path
 
 from .errors import InvestigationError
 from .investigation import Investigation
@@ -221,7 +232,7 @@ class TreePlan:
     """A remedy over a whole code tree: one plan per module it has something to say about."""
 
     remedy: str
-    root: Path
+    root: PurePath  # a local folder, or a folder on the target
     plans: list[RemedyPlan]
     skipped: list[str]  # files sleuth could not read as Python, and why
 
@@ -234,7 +245,7 @@ class TreePlan:
         return any(p.changes for p in self.plans)
 
     def relative(self, plan: RemedyPlan) -> str:
-        return Path(plan.path).relative_to(self.root.parent).as_posix()
+        return PurePosixPath(plan.path.relative_to(self.root.parent).as_posix()).as_posix()
 
     @property
     def diff(self) -> str:
@@ -242,14 +253,19 @@ class TreePlan:
 
 
 def plan_tree(
-    inv: Investigation, remedy: str, root: Path, target: Target | str = "local", shapes: list | None = None
+    inv: Investigation, remedy: str, root: Path | str, target: Target | str = "local", shapes: list | None = None
 ) -> TreePlan:
-    """Preview *remedy* on every module under *root* (a local tree) and record each preview."""
-    if isinstance(target, Target) and not target.is_local:
-        raise RemedyError(f"{root}: a whole tree on {target.name} is not supported yet; give one file on it")
+    """Preview *remedy* on every module under *root* — a local folder, or one on *target*
+    (listed and read through its hop chain or SFTP) — and record each preview."""
     shapes, note = remedy_inputs(inv.state, remedy, _name(target), shapes)
+    if isinstance(target, Target) and not target.is_local:
+        files: list[CodeFile | Path] = list(remote_tree(target, str(root)))
+        root = PurePosixPath(remote_path(target, str(root)))
+    else:
+        root = Path(root)
+        files = list(tree_files(root))
     plans, skipped = [], []
-    for path in tree_files(root):
+    for path in files:
         try:
             plan = preview(remedy, path, shapes=shapes, source_note=note)
         except RemedyError as exc:
@@ -287,9 +303,12 @@ def apply_tree(inv: Investigation, tree: TreePlan, target: Target | str = "local
                                   hypothesis=hyp if hyp in inv.state.hypotheses else None)
 
 
-def revert_tree(inv: Investigation, root: Path, target: Target | str = "local") -> int:
+def revert_tree(inv: Investigation, root: Path | str, target: Target | str = "local") -> int:
     """Revert the latest active application whose files are all under *root*."""
-    prefix = str(root.resolve()) + "/"
+    if isinstance(target, Target) and not target.is_local:
+        prefix = f"{target.name}:{remote_path(target, str(root)).rstrip('/')}/"
+    else:
+        prefix = str(Path(root).resolve()) + "/"
     for app in sorted(inv.state.applications.values(), key=lambda a: -a.id):
         if app.active and app.files and all(f["path"].startswith(prefix) for f in app.files):
             return revert_application(inv, app.id, target)

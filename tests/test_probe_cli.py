@@ -171,3 +171,38 @@ def test_remedy_on_a_remote_target_keeps_the_original_and_reverts(tmp_path, sshd
     (remote / "model.py").write_text(after)
     sleuth(d, "remedy", "revert", "model.py", "--target", name)
     assert (remote / "model.py").read_bytes() == MODEL.encode()
+
+
+TRACER = (
+    "import torch\n"
+    "from torch.fx.experimental.proxy_tensor import make_fx\n\n\n"
+    "def features(target, x):\n"
+    "    return make_fx(target)(x)(x)\n"
+)
+
+
+@pytest.mark.parametrize("container", [None, "200"], ids=["sftp", "through-pct"])
+def test_the_lock_on_a_remote_code_tree_is_one_application(tmp_path, sshd, container):
+    remote = tmp_path / "remote-code"
+    (remote / "pkg").mkdir(parents=True)
+    (remote / ".venv" / "lib").mkdir(parents=True)
+    files = {"model.py": MODEL, "pkg/features.py": TRACER, "pkg/util.py": "X = 1\n", ".venv/lib/skip.py": MODEL}
+    for name, text in files.items():
+        (remote / name).write_text(text)
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    name = "gpu" if container is None else "ct"
+    (d / "sleuth.toml").write_text(
+        (d / "sleuth.toml").read_text() + "\n" + sshd.toml(name, jump=True, container=container)
+        + f'code = {{ remote = "{remote}" }}\n'
+    )
+    out = sleuth(d, "remedy", "apply", "lock", "--target", name).stdout  # PATH: the target's code tree
+    assert "remote-code/model.py" in out and "remote-code/pkg/features.py" in out and "application #1" in out
+    assert "_sleuth_serialized(torch.compile(flex_attention" in (remote / "model.py").read_text()
+    assert "_sleuth_serialized(make_fx(target))(x)(x)" in (remote / "pkg" / "features.py").read_text()
+    assert (remote / "pkg" / "util.py").read_text() == "X = 1\n" and (remote / ".venv/lib/skip.py").read_text() == MODEL
+    apps = [e for e in json.loads(sleuth(d, "events", "--json").stdout) if e["kind"] == "remedy.applied"]
+    assert len(apps) == 1 and len(apps[0]["data"]["files"]) == 2
+    sleuth(d, "remedy", "revert", "--target", name)
+    assert {n: (remote / n).read_text() for n in files} == files

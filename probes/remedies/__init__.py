@@ -27,7 +27,7 @@ import libcst as cst
 
 from ..errors import RemedyError
 from .common import Findings
-from .files import CodeFile, LocalFile, RemoteFile, code_file
+from .files import CodeFile, LocalFile, RemoteFile, code_file, remote_tree
 from .lock import lock_transform
 from .precompile import precompile_transform
 
@@ -41,6 +41,7 @@ __all__ = [
     "RemoteFile",
     "apply_plan",
     "code_file",
+    "remote_tree",
     "preview",
     "revert",
     "sha256",

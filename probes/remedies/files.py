@@ -18,10 +18,10 @@ from typing import TypeVar
 
 from ..config import Target
 from ..errors import RemedyError, TransportError
-from ..remote_files import ORIGINAL_SUFFIX, read_file, remote_path, write_file
+from ..remote_files import ORIGINAL_SUFFIX, list_tree, read_file, remote_path, write_file
 from ..transports import SshPool
 
-__all__ = ["CodeFile", "LocalFile", "RemoteFile", "code_file"]
+__all__ = ["CodeFile", "LocalFile", "RemoteFile", "code_file", "remote_tree"]
 
 T = TypeVar("T")
 
@@ -139,6 +139,23 @@ class RemoteFile(CodeFile):
 
     def sibling(self, relative: str) -> CodeFile:
         return RemoteFile(self.target, posixpath.join(str(self.path.parent), relative))
+
+
+def remote_tree(target: Target, root: str) -> list[RemoteFile]:
+    """The Python files of a code tree on *target*, as files a remedy can change."""
+    rroot = remote_path(target, root)
+
+    async def go() -> list[str]:
+        pool = SshPool()
+        try:
+            return await list_tree(target, rroot, pool)
+        finally:
+            await pool.close()
+
+    try:
+        return [RemoteFile(target, path) for path in asyncio.run(go())]
+    except (TransportError, OSError) as exc:
+        raise RemedyError(f"{target.name}:{rroot}: {exc}") from None
 
 
 def code_file(target: Target, path: str | Path) -> CodeFile:
