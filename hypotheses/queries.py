@@ -1,0 +1,237 @@
+"""The questions asked of the folded investigation: status (derived, never stored), evidence
+by run and by state, what a remedy's verification says, whether a run would repeat an
+earlier one, oscillations, the tree of hypotheses, a plain-data snapshot.
+
+A mixin of :class:`~hypotheses.model.InvestigationState`: the fold (model.py) builds the
+indexes these read; nothing here changes them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .records import Evidence, PreRunCheck, RemedyApplication, RunInfo
+from .state import canonical, check_key, state_key, state_key_of_parts
+
+if TYPE_CHECKING:
+    from .catalog import HypothesisDef, SymptomDef
+    from .records import Flag
+
+__all__ = ["StateQueries"]
+
+
+class StateQueries:
+    """Read-only questions over the indexes the fold keeps."""
+
+    # the fold's indexes these questions read (model.py fills them)
+    title: str
+    last_seq: int
+    symptoms: dict[str, SymptomDef]
+    hypotheses: dict[str, HypothesisDef]
+    runs: dict[int, RunInfo]
+    applications: dict[int, RemedyApplication]
+    flags: list[Flag]
+    notes: list[dict[str, Any]]
+    baselines: dict[str, int]
+    evidence: dict[str, list[Evidence]]
+    previews: dict[tuple[str, str], dict[str, Any]]
+    user_links: list[tuple[str, str, str]]
+    _by_run: dict[int, list[Evidence]]
+    _by_check: dict[tuple[str, str], int]
+    _last_asked: dict[tuple[str, str, str], int]
+    _counts: dict[str, dict[str, int]]
+    _known_state: dict[str, tuple[dict[str, Any], dict[str, str]] | None]
+    _history: dict[tuple[str, str], list[tuple[str, int]]]
+    _refuted_at: dict[str, str | None]
+
+    # ---------------------------------------------------------------- queries
+
+    def next_run_id(self) -> int:
+        return len(self.runs) + 1
+
+    def next_application_id(self) -> int:
+        return len(self.applications) + 1
+
+    def last_preview(self, remedy: str, path: str) -> dict[str, Any] | None:
+        """The latest recorded preview of *remedy* on the file *path* (before/after sha, blocked)."""
+        return self.previews.get((remedy, path))
+
+    def active_remedies(self, target: str) -> tuple[str, ...]:
+        return tuple(sorted(a.digest for a in self.applications.values() if a.active and a.target == target))
+
+    def expected_state(self, target: str) -> str | None:
+        """The target's state key as far as we know it now; None when unknown."""
+        known = self._known_state.get(target)
+        if known is None:
+            return None
+        return state_key_of_parts(known[1], self.active_remedies(target))
+
+    def testing(self, probe: str) -> list[str]:
+        return [h.id for h in self.hypotheses.values() if any(t.probe == probe for t in h.probes)]
+
+    def verdicts_for(self, run: int) -> list[Evidence]:
+        """What run #*run* said about each hypothesis it tested, in the order it was judged."""
+        return list(self._by_run.get(run, ()))
+
+    def supporting_runs(self, hypothesis: str) -> list[RunInfo]:
+        """The runs whose evidence supports *hypothesis*, oldest first."""
+        return [self.runs[e.run] for e in self.evidence.get(hypothesis, []) if e.verdict == "supports"]
+
+    def evidence_counts(self, hypothesis: str) -> dict[str, int]:
+        return dict(self._counts.get(hypothesis, {"supports": 0, "refutes": 0, "inconclusive": 0}))
+
+    def fixed_by(self, hypothesis: str) -> RemedyApplication | None:
+        """The active application verified to make the symptom stop, if any."""
+        for app in self.applications.values():
+            if app.active and any(v["hypothesis"] == hypothesis and v["outcome"] == "fixed" and v.get("strong", True)
+                                  for v in app.verifications):
+                return app
+        return None
+
+    def weak_verification(self, hypothesis: str, target: str) -> tuple[RemedyApplication, dict[str, Any]] | None:
+        """An active application on *target* whose only verification of *hypothesis* is too
+        weak to call it fixed (clean, but too few trials for the failure rate before)."""
+        for app in self.applications.values():
+            if not app.active or app.target != target:
+                continue
+            fixed = [v for v in app.verifications if v["hypothesis"] == hypothesis and v["outcome"] == "fixed"]
+            if fixed and not any(v.get("strong", True) for v in fixed):
+                return app, fixed[-1]
+        return None
+
+    def status(self, hypothesis: str) -> str:
+        """open | supported | refuted | confirmed | inconclusive — derived, never stored.
+
+        Evidence belongs to the state it was seen in. The status is what the evidence of the
+        latest state with a decisive verdict says: evidence from an earlier state that the
+        world has since left records history, it does not contradict (drift seen at #2 and
+        gone at #5 is refuted now, seen then — :meth:`history`). ``inconclusive`` is kept for
+        evidence that disagrees within one state, or that never decided anything."""
+        entries = self.evidence.get(hypothesis, [])
+        decisive = [e for e in entries if e.verdict != "inconclusive"]
+        if not decisive:
+            return "inconclusive" if entries else "open"
+        latest = decisive[-1].state_key
+        now = {e.verdict for e in decisive if e.state_key == latest}
+        if len(now) > 1:
+            return "inconclusive"
+        if decisive[-1].verdict == "supports":
+            return "confirmed" if self.fixed_by(hypothesis) else "supported"
+        return "refuted"
+
+    def history(self, hypothesis: str) -> list[tuple[str, list[Evidence]]]:
+        """(state key, its decisive evidence) per state, oldest first, merging consecutive
+        runs in one state: what the evidence said as the world changed."""
+        out: list[tuple[str, list[Evidence]]] = []
+        for e in self.evidence.get(hypothesis, []):
+            if e.verdict == "inconclusive":
+                continue
+            if out and out[-1][0] == e.state_key:
+                out[-1][1].append(e)
+            else:
+                out.append((e.state_key, [e]))
+        return out
+
+    def check_before_run(
+        self,
+        probe: str,
+        params: Mapping[str, Any],
+        target: str,
+        *,
+        state: Mapping[str, Any] | None = None,
+        definition: Mapping[str, Any] | None = None,
+        unknown: str | None = None,
+        stochastic: bool = False,
+    ) -> PreRunCheck:
+        """Is running *probe* now a circular retest, or a revisit of a refuted hypothesis?
+
+        With *state* (the target's state read just now) the answer is measured: a retest of
+        the latest earlier run of this check that saw exactly this state, even when another
+        state came in between (the world went back). With *unknown* (the read failed) nothing
+        is flagged. With neither, the state is predicted from the target's last report — good
+        enough to choose a next step, never used to refuse a run."""
+        ck = check_key(probe, params, target, definition)
+        if stochastic:  # a race reproduction is a sample: repeating it adds trials
+            return PreRunCheck(ck, None, measured=state is not None, state=dict(state) if state else None,
+                               unknown=unknown, stochastic=True)
+        if unknown is not None:
+            return PreRunCheck(ck, None, measured=True, unknown=unknown)
+        if state is not None:
+            expected = state_key(state, self.active_remedies(target))
+        else:
+            expected = self.expected_state(target)
+            if expected is None:
+                return PreRunCheck(ck, None)
+        earlier = self._by_check.get((ck, expected))
+        retest = self.runs[earlier] if earlier is not None else None
+        latest = self._last_asked.get((probe, canonical(params), target))
+        back_from = None
+        if retest is not None and latest is not None and latest != earlier and self.runs[latest].state_key != expected:
+            back_from = self.runs[latest]
+        revisits = tuple(
+            h for h in self.testing(probe) if self.status(h) == "refuted" and self._refuted_at.get(h) == expected
+        )
+        return PreRunCheck(ck, expected, retest, revisits, measured=state is not None,
+                           state=dict(state) if state is not None else None, back_from=back_from)
+
+    def oscillations(self, run_id: int) -> list[tuple[str, int, int]]:
+        """(part, earlier run, previous run) for each state part that *run_id* returned to."""
+        run = self.runs[run_id]
+        found = []
+        for (target, part), history in self._history.items():
+            if target != run.target or not history or history[-1][1] != run_id:
+                continue
+            key = history[-1][0]
+            earlier = [rid for k, rid in history[:-1] if k == key]
+            if earlier:
+                found.append((part, earlier[-1], history[-2][1]))
+        return found
+
+    def children(self, hypothesis: str) -> list[str]:
+        return [h.id for h in self.hypotheses.values() if ("refines", hypothesis) in h.links]
+
+    def parent(self, hypothesis: str) -> str | None:
+        for kind, other in self.hypotheses[hypothesis].links:
+            if kind == "refines":
+                return other
+        return None
+
+    def hypothesis_summary(self, hypothesis: str) -> dict[str, Any]:
+        hyp = self.hypotheses[hypothesis]
+        links = [{"kind": k, "to": t} for k, t in hyp.links]
+        links += [
+            {"kind": kind, "to": dst.split(":", 1)[1]}
+            for src, dst, kind in self.user_links
+            if src == f"hyp:{hypothesis}"
+        ]
+        return {
+            "id": hyp.id,
+            "title": hyp.title,
+            "status": self.status(hyp.id),
+            "claim": hyp.claim,
+            "probes": [t.probe for t in hyp.probes],
+            "remedies": list(hyp.remedies),
+            "evidence": self.evidence_counts(hyp.id),
+            "explains": list(hyp.explains),
+            "links": links,
+            "refines": self.parent(hyp.id),
+            "source": hyp.source,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole folded state as plain data (what replay --json prints), a deep copy."""
+        return copy.deepcopy(
+            {
+                "event": self.last_seq,
+                "title": self.title,
+                "symptoms": [s.to_dict() for s in self.symptoms.values()],
+                "hypotheses": [self.hypothesis_summary(h) for h in self.hypotheses],
+                "runs": [r.to_dict() for r in self.runs.values()],
+                "applications": [a.to_dict() for a in self.applications.values()],
+                "flags": [f.to_dict() for f in self.flags],
+                "notes": self.notes,
+                "baselines": self.baselines,
+            }
+        )
