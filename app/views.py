@@ -212,6 +212,9 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
             text.append(f"#{run.id} {run.probe}  ", style="bold")
             text.append(f"{fields}  ")
             text.append(e.verdict + "\n", style=VERDICT_STYLE[e.verdict])
+            drift = run.result.get("changes") if run.result.get("has_baseline") else None
+            if isinstance(drift, list) and drift:  # what changed since the baseline, as sentences
+                text.append(f"            ⇄ {_changes_text(drift, most=5)}\n", style="magenta")
     said = history_text(st, h)
     if said:
         text.append("history:  ", style="bold dim")
