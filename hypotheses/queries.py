@@ -61,6 +61,11 @@ class StateQueries:
     def active_remedies(self, target: str) -> tuple[str, ...]:
         return tuple(sorted(a.digest for a in self.applications.values() if a.active and a.target == target))
 
+    def known_state(self, target: str) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The last state *target* reported or was read in (and its part keys); None when
+        unknown (never seen, or a shell run may have changed anything since)."""
+        return self._known_state.get(target)
+
     def expected_state(self, target: str) -> str | None:
         """The target's state key as far as we know it now; None when unknown."""
         known = self._known_state.get(target)

@@ -237,7 +237,7 @@ class Investigation(RunJudging):
         measured = check.state
         if measured is None:
             return False
-        known = self.state._known_state.get(target)
+        known = self.state.known_state(target)
         parts = component_keys(measured)
         changed = known is None or known[1] != parts
         if not (changed or check.flagged):
