@@ -140,7 +140,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"    line {f['line']}: {f['what']}")
         app = apply_remedy(inv, plan, "local", "compile-race")
         print(f"    applied (application #{app}); {plan.diff.count(chr(10) + '+') } lines added")
-        reproduction = run_to_verify(inv.state, "local")
+        reproduction = run_to_verify(inv.state, "local", "lock")
         extra = verify_params(inv.state, reproduction) if reproduction else {}
         trials = extra.get("trials", 1)
         _say(6, f"Re-run the reproduction under the lock, {trials} trials: enough that a clean result means the lock "

@@ -63,10 +63,12 @@ def addressed_hypothesis(state: InvestigationState, remedy: str) -> str | None:
     return tops[0] if tops else None
 
 
-def run_to_verify(state: InvestigationState, target: str) -> RunInfo | None:
-    """The run to repeat after a remedy: the latest run on *target* whose evidence supported
-    a hypothesis (the reproduction the remedy should now make pass)."""
-    supporting = {run.id: run for h in state.hypotheses for run in state.supporting_runs(h) if run.target == target}
+def run_to_verify(state: InvestigationState, target: str, remedy: str | None = None) -> RunInfo | None:
+    """The run to repeat after *remedy*: the latest run on *target* whose evidence supported
+    a hypothesis the remedy addresses (the catalog says which) — the reproduction it should
+    now make pass; with no remedy named, any hypothesis."""
+    addressed = [h for h, d in state.hypotheses.items() if remedy is None or remedy in d.remedies]
+    supporting = {run.id: run for h in addressed for run in state.supporting_runs(h) if run.target == target}
     return supporting[max(supporting)] if supporting else None
 
 

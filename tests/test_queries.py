@@ -94,6 +94,10 @@ def test_the_run_to_verify_a_remedy_is_the_latest_supporting_one(inv):
     assert run_to_verify(inv.state, "ct200") is None  # another target's reproduction does not verify this one
     again = record_run(inv, "compile-race", RACE_FAIL, env_state(code="c1"))
     assert run_to_verify(inv.state, "local").id == again
+    # a later run that supports another hypothesis is not what verifies the lock
+    cold = record_run(inv, "cache-inventory", {"cold": True, "keys_match": True, "entries": 0}, env_state(code="c1"))
+    assert run_to_verify(inv.state, "local").id == cold
+    assert run_to_verify(inv.state, "local", "lock").id == again
 
 
 def test_a_recorded_preview_is_part_of_the_fold(inv):

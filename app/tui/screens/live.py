@@ -272,7 +272,7 @@ class InvestigationScreen(BrowseScreen):
             return
         self.refresh_all()
         self.notify(f"applied {plan.remedy} to {rel} (application #{app})")
-        earlier = run_to_verify(self.state, self.app.target.name)
+        earlier = run_to_verify(self.state, self.app.target.name, plan.remedy)
         if earlier is None:
             return
 
