@@ -120,20 +120,7 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
     ]
 
     lines += ["## Timeline", "", "| time | event | target | outcome |", "|---|---|---|---|"]
-    for run in st.runs.values():
-        verdicts = "; ".join(str(e) for e in st.verdicts_for(run.id))
-        link = f" ([output]({outputs[run.id]}))" if run.id in outputs else ""
-        retest = f" ⟲ retest of #{run.retest_of}" if run.retest_of else ""
-        lines.append(
-            f"| {_t(run.started_ts, t0)} | run #{run.id} {run.probe}{retest}{link} | {run.target} | "
-            f"{run.classification or 'running'}{': ' + _esc(verdicts) if verdicts else ''} |"
-        )
-    for app in st.applications.values():
-        lines.append(f"| {_t(app.applied_ts, t0)} | remedy {app.remedy} applied (#{app.id}) | {app.target} | {'active' if app.active else 'reverted'} |")
-    for f in st.flags:
-        lines.append(f"| {_t(f.ts, t0)} | ⚑ {f.kind} | {f.target} | {_esc(f.message)} |")
-    for n in st.notes:
-        lines.append(f"| {_t(n['ts'], t0)} | note | | {_esc(n['text'])} |")
+    lines += [row for _when, row in sorted(_timeline(st, outputs, t0), key=lambda r: r[0])]
     lines.append("")
 
     lines += ["## Evidence by hypothesis", ""]
@@ -194,6 +181,33 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
     return "\n".join(lines) + "\n"
+
+
+def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[float, int], str]]:
+    """((time, event seq), row) for every run, remedy, flag, note and outside change: one
+    chronological timeline (the rows are sorted by when they happened, then by event order)."""
+    rows: list[tuple[tuple[float, int], str]] = []
+    for run in st.runs.values():
+        verdicts = "; ".join(str(e) for e in st.verdicts_for(run.id))
+        link = f" ([output]({outputs[run.id]}))" if run.id in outputs else ""
+        retest = f" ⟲ retest of #{run.retest_of}" if run.retest_of else ""
+        rows.append(((run.started_ts, run.started_seq),
+                     f"| {_t(run.started_ts, t0)} | run #{run.id} {run.probe}{retest}{link} | {run.target} | "
+                     f"{run.classification or 'running'}{': ' + _esc(verdicts) if verdicts else ''} |"))
+    for app in st.applications.values():
+        rows.append(((app.applied_ts, 0), f"| {_t(app.applied_ts, t0)} | remedy {app.remedy} applied (#{app.id}) | "
+                                          f"{app.target} | {'active' if app.active else 'reverted'} |"))
+    for f in st.flags:
+        rows.append(((f.ts, f.seq), f"| {_t(f.ts, t0)} | ⚑ {f.kind} | {f.target} | {_esc(f.message)} |"))
+    for n in st.notes:
+        about = f" (about {n['about']})" if n.get("about") else ""
+        rows.append(((n["ts"], n["seq"]), f"| {_t(n['ts'], t0)} | note{about} | | {_esc(n['text'])} |"))
+    for seen in st.observations:
+        if seen.get("changes"):
+            said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])
+            rows.append(((seen["ts"], seen["seq"]), f"| {_t(seen['ts'], t0)} | state read: changed outside sleuth | "
+                                                    f"{seen['target']} | {_esc(said)} |"))
+    return rows
 
 
 def _changes(st: Any) -> list[str]:

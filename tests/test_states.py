@@ -131,3 +131,19 @@ def test_verification_strength_numbers():
     assert not strength(9, 10, 0, 1).strong and strength(9, 10, 0, 1).chance == pytest.approx(1 / 6)
     assert trials_needed(9, 10) == 3 and trials_needed(1, 1) == 5 and trials_needed(0, 0) == 7
     assert not strength(9, 10, 1, 12).strong and str(strength(9, 10, 1, 12)).endswith("not fixed")
+
+
+def test_the_postmortem_timeline_is_one_chronological_list(inv):
+    s = env_state()
+    record_run(inv, "env-fingerprint", NO_DRIFT, s)
+    inv.add_note("reinstalled torch 2.11.0+cu128", about="version-drift")
+    record_run(inv, "env-fingerprint", NO_DRIFT, s)  # flagged: a circular retest of #1
+    inv.record_application("lock", "local", [{"path": "/m.py", "before_sha": "a", "after_sha": "b", "diff": ""}],
+                           hypothesis="compile-race")
+    inv.add_note("after the lock")
+    timeline = inv.to_markdown().split("## Timeline")[1].split("## Evidence")[0]
+    events = [row.split(" | ")[1] for row in timeline.splitlines() if row.startswith("| 00:")]
+    assert [e.split(" (")[0].split(" ⟲")[0] for e in events] == [
+        "run #1 env-fingerprint", "note", "⚑ circular-retest", "⚑ revisit", "run #2 env-fingerprint",
+        "remedy lock applied", "note"]
+    assert "note (about version-drift)" in events[1]
