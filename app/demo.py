@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -56,20 +57,49 @@ def _say(step: int, text: str) -> None:
     print(f"\n[{step}] {text}", flush=True)
 
 
-def setup(directory: Path) -> Workspace:
+MARKER = ".sleuth-demo.json"  # what the demo wrote here: {relative path: sha256}
+
+
+def _demo_files() -> dict[str, bytes]:
+    files = {f"drafter/{p.name}": p.read_bytes() for p in sorted(EXAMPLE.glob("*.py"))}
+    files["sleuth.toml"] = CONFIG.encode()
+    return files
+
+
+def setup(directory: Path, force: bool = False) -> Workspace:
+    """Write the demo into *directory*. Never over a file sleuth did not write (or that changed
+    since it did: the lock applied, your edit); a non-empty directory that is not an earlier
+    demo only with *force*, and then beside what is there."""
     if not EXAMPLE.is_dir():
         raise UsageError(f"the example drafter is not at {EXAMPLE}: this sleuth installation is incomplete; reinstall it")
-    directory.mkdir(parents=True, exist_ok=True)
-    if (directory / "drafter").exists():
-        shutil.rmtree(directory / "drafter")
-    shutil.copytree(EXAMPLE, directory / "drafter", ignore=shutil.ignore_patterns("__pycache__"))
-    (directory / "sleuth.toml").write_text(CONFIG, encoding="utf-8")
+    files = _demo_files()
+    marker = directory / MARKER
+    wrote: dict[str, str] = json.loads(marker.read_text()) if marker.is_file() else {}
+    conflicts = [rel for rel in files if (directory / rel).exists()
+                 and hashlib.sha256((directory / rel).read_bytes()).hexdigest() != wrote.get(rel)]
+    if conflicts:
+        raise UsageError(
+            f"{directory}: {', '.join(conflicts)} {'is' if len(conflicts) == 1 else 'are'} not as the demo wrote "
+            f"{'it' if len(conflicts) == 1 else 'them'} (yours, or changed since — the lock the demo applied, an edit); "
+            "sleuth demo never overwrites them: give it another directory"
+        )
+    present = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    others = [n for n in present if n not in (".sleuth", MARKER, "drafter", "sleuth.toml", "postmortem.md", "postmortem-output")]
+    if others and not wrote and not force:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise UsageError(f"{directory} is not empty ({shown}) and not an earlier demo: give an empty or new directory, "
+                         "or --force to put the demo beside what is there")
+    for rel, data in files.items():
+        path = directory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    marker.write_text(json.dumps({rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}, indent=1))
     return Workspace(directory)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     directory = Path(args.dir).resolve()
-    ws = setup(directory)
+    ws = setup(directory, force=args.force)
     inv = ws.create("drafter race demo")
     inv.add_symptom("fx-trace-error")
     print(f"demo in {directory}: the example drafter is in drafter/, the investigation in {inv.path.name}")
@@ -166,4 +196,5 @@ def add_demo_command(sub, add) -> None:
     p = add("demo", cmd_demo, "the whole investigation on the bundled example drafter, here, no server needed")
     p.add_argument("dir", nargs="?", default="sleuth-demo", help="where (default: ./sleuth-demo)")
     p.add_argument("--auto", action="store_true", help="run it headless and write the postmortem")
+    p.add_argument("--force", action="store_true", help="use a non-empty directory (never overwriting a file sleuth did not write)")
 

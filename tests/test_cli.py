@@ -150,3 +150,29 @@ def test_no_investigation_yet_is_a_clear_error(here):
     env = dict(os.environ)
     assert sleuth(here, "hypotheses").returncode == 0  # reading commands start one when needed
     assert env == dict(os.environ)
+
+
+def test_demo_never_overwrites_a_users_files(tmp_path):
+    mine = tmp_path / "mine"
+    (mine / "drafter").mkdir(parents=True)
+    (mine / "sleuth.toml").write_text("[targets.local]\n# my own\n")
+    (mine / "drafter" / "model.py").write_text("MY_MODEL = 1\n")
+    proc = sleuth(tmp_path, "demo", "mine", check=2)
+    assert "drafter/model.py, sleuth.toml are not as the demo wrote them" in proc.stderr
+    assert (mine / "sleuth.toml").read_text() == "[targets.local]\n# my own\n"  # untouched, even with --force
+    assert sleuth(tmp_path, "demo", "mine", "--force", check=2) and (mine / "drafter" / "model.py").read_text() == "MY_MODEL = 1\n"
+    assert not (mine / ".sleuth").exists()  # and no investigation was started
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    proc = sleuth(tmp_path, "demo", "other", check=2)
+    assert "not empty (notes.txt) and not an earlier demo" in proc.stderr and not (other / "drafter").exists()
+    sleuth(tmp_path, "demo", "other", "--force")  # beside what is there (no terminal: it sets up and says how)
+    assert (other / "drafter" / "train.py").is_file() and (other / "notes.txt").read_text() == "x"
+
+    sleuth(tmp_path, "demo", "other")  # an earlier demo, unchanged: fine again
+    (other / "drafter" / "model.py").write_text((other / "drafter" / "model.py").read_text() + "# the lock\n")
+    proc = sleuth(tmp_path, "demo", "other", check=2)  # never puts back the unremedied drafter
+    assert "drafter/model.py is not as the demo wrote it" in proc.stderr
+    assert (other / "drafter" / "model.py").read_text().endswith("# the lock\n")
