@@ -162,6 +162,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     path = getattr(args, "path", None) or args.session
     if path is not None and not Path(path).is_file():
         raise UsageError(f"{path}: no such session file")
+    if not _ui_available():  # escape codes into a pipe help nobody
+        raise UsageError("the UI needs a terminal (stdin and stdout are not one): open it in one with `sleuth`, "
+                         "or use the commands: `sleuth status`, `sleuth hypotheses`, `sleuth events`, `sleuth --help`")
     SleuthApp.live(ws, path, target=getattr(args, "target", None) or "local").run()
     return 0
 

@@ -176,3 +176,9 @@ def test_demo_never_overwrites_a_users_files(tmp_path):
     proc = sleuth(tmp_path, "demo", "other", check=2)  # never puts back the unremedied drafter
     assert "drafter/model.py is not as the demo wrote it" in proc.stderr
     assert (other / "drafter" / "model.py").read_text().endswith("# the lock\n")
+
+
+def test_bare_sleuth_without_a_terminal_says_how_and_creates_nothing(here):
+    proc = sleuth(here, check=2)
+    assert "the UI needs a terminal" in proc.stderr and "sleuth status" in proc.stderr
+    assert proc.stdout == "" and not (here / ".sleuth").exists()

@@ -306,3 +306,31 @@ async def test_replay_speaks_of_event_k_not_of_now(tmp_path: Path):
             events = list(full.store.events())
         elapsed = int(events[-1].ts - events[0].ts)
         assert f"{elapsed // 3600:02d}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}" in text_of(app, "#title")
+
+
+async def test_q_during_a_running_probe_asks_and_says_what_is_cancelled(tmp_path: Path):
+    import asyncio
+    import time
+
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    app = SleuthApp.live(ws, path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        # a run in flight, as the run worker leaves it while the far end works
+        screen.live_run, screen.live_started, screen._cancel = 1, time.monotonic() - 42, asyncio.Event()
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog)
+        body = str(app.screen.query_one("#dialog-body", Static).render())
+        assert "Run #1 compile-race on local has been running for 42 s" in body and "cancels it" in body
+        await pilot.press("n")  # no: nothing is cancelled, the app stays
+        await pilot.pause()
+        assert app.is_running and not screen._cancel.is_set() and app.screen is screen
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert screen._cancel.is_set()
+    assert app.return_code == 0

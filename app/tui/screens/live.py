@@ -51,7 +51,7 @@ class InvestigationScreen(BrowseScreen):
         Binding("a", "add", "add", id="add", tooltip="Add a note, hypothesis, symptom or link"),
         Binding("b", "baseline", "baseline", id="baseline", show=False, tooltip="Mark the shown run as its target's baseline"),
         Binding("o", "focus_output", "output", id="focus_output", show=False, tooltip="Move to the output view"),
-        Binding("q", "app.quit", "quit", id="quit", tooltip="Quit (the session is saved as you go)"),
+        Binding("q", "quit", "quit", id="quit", tooltip="Quit (the session is saved as you go; a running probe is asked about)"),
     ]
     EMPTY_RUN = "no run yet — select a probe and press r"
 
@@ -179,6 +179,30 @@ class InvestigationScreen(BrowseScreen):
         verdicts = [str(e) for e in self.state.verdicts_for(report.run)]
         self.notify(f"#{report.run} {info.probe}: {info.classification}" + (" — " + ", ".join(verdicts) if verdicts else ""))
         self.refresh_all()
+
+    def action_quit(self) -> None:
+        """Quit — but a running probe may be an hour of a remote run: ask, and say what goes."""
+        if self.live_run is None:
+            self.app.exit()
+            return
+        run = self.state.runs[self.live_run]
+        elapsed = time.monotonic() - self.live_started
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                if self._cancel is not None:
+                    self._cancel.set()  # the worker kills its process group at the far end; the run is recorded
+                self.app.exit()
+
+        self.app.push_screen(
+            ConfirmDialog(
+                "Quit?",
+                f"Run #{run.id} {run.probe} on {run.target} has been running for {elapsed:.0f} s. Quitting cancels it "
+                "and kills its processes at the far end (its output so far is kept). Quit anyway?",
+                default=False,
+            ),
+            answer,
+        )
 
     def action_cancel_run(self) -> None:
         if self._cancel is None:
