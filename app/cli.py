@@ -68,15 +68,15 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-    ws = Workspace(".")
+    ws = Workspace.find()
     inv = ws.create(args.title)
     print(f"started investigation {inv.path}")
     inv.close()
     return 0
 
 
-def _open(args: argparse.Namespace, create: bool = True) -> Investigation:
-    ws = Workspace(".")
+def _open(args: argparse.Namespace, create: bool = False) -> Investigation:
+    ws = Workspace.find()
     load_config(ws.config_path)  # a broken sleuth.toml is reported before anything is written
     return ws.open(args.session, create=create)
 
@@ -157,7 +157,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """`sleuth` / `sleuth open PATH`: the investigation screen."""
     from .tui import SleuthApp
 
-    ws = Workspace(".")
+    ws = Workspace.find()
     load_config(ws.config_path)  # a broken sleuth.toml is reported before the screen opens
     path = getattr(args, "path", None) or args.session
     if path is not None and not Path(path).is_file():
@@ -170,7 +170,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    path = Workspace(".").resolve(args.path or args.session)
+    path = Workspace.find().resolve(args.path or args.session)
     if not args.json and not args.text and _ui_available():
         from .tui import SleuthApp
 
@@ -192,7 +192,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    path = Workspace(".").resolve(args.session)
+    path = Workspace.find().resolve(args.session)
     with Investigation.replay(path) as inv:
         events = [e.to_dict() for e in inv.store.events()]
         if args.json:
@@ -207,7 +207,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    path = Workspace(".").resolve(args.session)
+    path = Workspace.find().resolve(args.session)
     out = args.output
     fmt = args.format or (
         "markdown" if out and out.endswith(".md") else "cast" if out and out.endswith(".cast") else "json"
@@ -265,7 +265,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise UsageError(f"{source}: no such file") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{source}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
-    ws = Workspace(".")
+    ws = Workspace.find()
     if args.output:
         dest = Path(args.output)
         if dest.exists():

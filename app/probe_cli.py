@@ -50,7 +50,7 @@ def _probe(args: argparse.Namespace):
 
 def cmd_probe_list(args: argparse.Namespace) -> int:
     probes = builtin_probes()
-    catalog = Workspace(".").catalog()
+    catalog = Workspace.find().catalog()
     rows = []
     for p in probes.values():
         tests = [h.id for h in catalog.hypotheses.values() if any(t.probe == p.id for t in h.probes)]
@@ -74,7 +74,7 @@ def _confirm(message: str) -> bool:
 
 
 def cmd_probe_run(args: argparse.Namespace) -> int:
-    ws = Workspace(".")
+    ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
     probe = _probe(args)
@@ -116,7 +116,7 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
 
 
 def cmd_target_show(args: argparse.Namespace) -> int:
-    ws = Workspace(".")
+    ws = Workspace.find()
     target = load_config(ws.config_path).target(args.name)
     chain = chain_for(target)
     if args.shell:
@@ -147,7 +147,7 @@ def cmd_target_show(args: argparse.Namespace) -> int:
 
 def cmd_target_check(args: argparse.Namespace) -> int:
     """Round-trip a tiny probe; if it fails, find the hop that broke by trying each prefix."""
-    ws = Workspace(".")
+    ws = Workspace.find()
     target = load_config(ws.config_path).target(args.name)
     probe = builtin_probes()["target-check"]
     with ws.open(args.session) as inv:

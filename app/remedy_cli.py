@@ -36,7 +36,7 @@ def _shapes(args: argparse.Namespace) -> list | None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    catalog = Workspace(".").catalog()
+    catalog = Workspace.find().catalog()
     for name, remedy in REMEDIES.items():
         hyps = [h.id for h in catalog.hypotheses.values() if name in h.remedies]
         print(f"{name:<11} {remedy.summary}\n{'':<11} addresses: {', '.join(hyps)}")
@@ -99,7 +99,7 @@ def _plan(inv, args: argparse.Namespace, target: Target, path: str, config: Conf
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    ws = Workspace(".")
+    ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
     path = _where(ws, target, args.path)
@@ -110,7 +110,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    ws = Workspace(".")
+    ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
     path = _where(ws, target, args.path)
@@ -139,7 +139,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
-    ws = Workspace(".")
+    ws = Workspace.find()
     target = load_config(ws.config_path).target(args.target)
     path = _where(ws, target, args.path)
     with ws.open(args.session) as inv:

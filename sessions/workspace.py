@@ -28,6 +28,16 @@ class Workspace:
         self.root = Path(root).resolve()
         self.dir = self.root / ".sleuth"
 
+    @classmethod
+    def find(cls, start: Path | str = ".") -> Workspace:
+        """The workspace *start* is in, found as git finds a repository: this directory, then
+        its parents, the first with a ``.sleuth/`` or a ``sleuth.toml``; else *start* itself."""
+        here = Path(start).resolve()
+        for d in (here, *here.parents):
+            if (d / ".sleuth").is_dir() or (d / "sleuth.toml").is_file():
+                return cls(d)
+        return cls(here)
+
     @property
     def user_hypotheses(self) -> Path:
         return self.dir / "hypotheses"
@@ -70,8 +80,9 @@ class Workspace:
         self.set_current(path)
         return inv
 
-    def open(self, explicit: Path | str | None = None, create: bool = True) -> Investigation:
-        """The investigation at *explicit*, else the current one (made if none and *create*)."""
+    def open(self, explicit: Path | str | None = None, create: bool = False) -> Investigation:
+        """The investigation at *explicit*, else the current one (made if none and *create*:
+        only `init` and `new` start one; reading never does)."""
         catalog = self.catalog()
         if explicit is not None:
             return Investigation.open(explicit, catalog)
@@ -79,7 +90,8 @@ class Workspace:
         if path is None:
             if not create:
                 raise InvestigationError(
-                    f"no investigation in {self.dir}; run `sleuth init` or pass --session PATH"
+                    f"no investigation in {self.root} or above it; start one with `sleuth init` (or `sleuth new`), "
+                    "or pass --session PATH"
                 )
             return self.create("investigation")
         return Investigation.open(path, catalog)
@@ -89,5 +101,6 @@ class Workspace:
             return Path(explicit)
         path = self.current_path()
         if path is None:
-            raise InvestigationError(f"no investigation in {self.dir}; run `sleuth init` or pass --session PATH")
+            raise InvestigationError(f"no investigation in {self.root} or above it; start one with `sleuth init` "
+                                     "(or `sleuth new`), or pass --session PATH")
         return path

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -146,10 +145,9 @@ def test_corrupt_session_is_exit_2_and_left_as_it_was(here):
 
 def test_no_investigation_yet_is_a_clear_error(here):
     proc = sleuth(here, "replay", "--json", check=False)
-    assert proc.returncode == 2 and "run `sleuth init`" in proc.stderr
-    env = dict(os.environ)
-    assert sleuth(here, "hypotheses").returncode == 0  # reading commands start one when needed
-    assert env == dict(os.environ)
+    assert proc.returncode == 2 and "start one with `sleuth init`" in proc.stderr
+    # reading commands never start one (issue 15): only init and new do
+    assert sleuth(here, "hypotheses", check=2) and not (here / ".sleuth").exists()
 
 
 def test_demo_never_overwrites_a_users_files(tmp_path):
@@ -182,3 +180,15 @@ def test_bare_sleuth_without_a_terminal_says_how_and_creates_nothing(here):
     proc = sleuth(here, check=2)
     assert "the UI needs a terminal" in proc.stderr and "sleuth status" in proc.stderr
     assert proc.stdout == "" and not (here / ".sleuth").exists()
+
+
+def test_reading_never_creates_and_a_subdirectory_finds_its_project(here):
+    proc = sleuth(here, "hypotheses", check=2)
+    assert "start one with `sleuth init`" in proc.stderr and not (here / ".sleuth").exists()
+    sleuth(here, "init")
+    sub = here / "src" / "deep"
+    sub.mkdir(parents=True)
+    sleuth(sub, "note", "seen from a subdirectory")
+    assert not (sub / ".sleuth").exists()  # found the project's investigation above, as git would
+    notes = [e for e in json.loads(sleuth(here, "events", "--json").stdout) if e["kind"] == "note.added"]
+    assert [n["data"]["text"] for n in notes] == ["seen from a subdirectory"]
