@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth import __version__
-from sleuth.hypotheses import STATUS_GLYPHS, EventKind
+from sleuth.hypotheses import STATUS_GLYPHS, EventKind, InvestigationState
 from sleuth.probes import TEMPLATE, load_config
 from sleuth.sessions import (
     ExchangeError,
@@ -30,6 +32,7 @@ from sleuth.sessions import (
 )
 
 from .demo import add_demo_command
+from .views import event_sentence
 from .errors import HypothesisError, ProbesError, SessionError, UsageError
 from .probe_cli import add_probe_commands
 from .remedy_cli import add_remedy_commands
@@ -114,6 +117,34 @@ def cmd_hypothesis_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hypothesis_remove(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.remove_hypothesis(args.id)
+        print(f"removed hypothesis {args.id} (recorded: replay shows it up to here)")
+    return 0
+
+
+def cmd_symptom_list(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        st = inv.state
+        if args.json:
+            _out([{"id": s.id, "title": s.title, "text": s.text} for s in st.symptoms.values()])
+            return 0
+        if not st.symptoms:
+            print("no symptoms yet: sleuth symptom add ID")
+        for sym in st.symptoms.values():
+            explained = [h for h, hyp in st.hypotheses.items() if sym.id in hyp.explains]
+            print(f"{sym.id:<24} {sym.title}" + (f"  (explained by {', '.join(explained)})" if explained else ""))
+    return 0
+
+
+def cmd_symptom_remove(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.remove_symptom(args.id)
+        print(f"removed symptom {args.id} (recorded: replay shows it up to here)")
+    return 0
+
+
 def cmd_symptom_add(args: argparse.Namespace) -> int:
     with _open(args) as inv:
         inv.add_symptom(args.id, args.title or "", args.text or "")
@@ -160,8 +191,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
     ws = Workspace.find()
     load_config(ws.config_path)  # a broken sleuth.toml is reported before the screen opens
     path = getattr(args, "path", None) or args.session
-    if path is not None and not Path(path).is_file():
-        raise UsageError(f"{path}: no such session file")
+    if path is not None and Path(path).is_dir():
+        path = _session_path(path)  # a directory: its newest investigation
+    elif path is not None and not Path(path).is_file():
+        raise UsageError(f"{path}: no such session file or directory")
     if not _ui_available():  # escape codes into a pipe help nobody
         raise UsageError("the UI needs a terminal (stdin and stdout are not one): open it in one with `sleuth`, "
                          "or use the commands: `sleuth status`, `sleuth hypotheses`, `sleuth events`, `sleuth --help`")
@@ -170,7 +203,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    path = Workspace.find().resolve(args.path or args.session)
+    path = _session_path(args.path or args.session)
     if not args.json and not args.text and _ui_available():
         from .tui import SleuthApp
 
@@ -192,18 +225,59 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    path = Workspace.find().resolve(args.session)
+    path = _session_path(args.session)
     with Investigation.replay(path) as inv:
-        events = [e.to_dict() for e in inv.store.events()]
+        events = list(inv.store.events())
         if args.json:
-            _out(events)
+            _out([e.to_dict() for e in events])
             return 0
-        t0 = events[0]["ts"] if events else 0.0
-        for e in events:
-            stamp = time.strftime("%H:%M:%S", time.gmtime(e["ts"] - t0))
-            brief = e["data"].get("message") or e["data"].get("id") or e["data"].get("text") or e["data"].get("run", "")
-            print(f"{e['seq']:>5} +{stamp} {e['kind']:<22} {brief}")
+        t0 = events[0].ts if events else 0.0
+        st = InvestigationState()
+        for e in events:  # each in words, with the names the state has at that event
+            st.apply(e)
+            stamp = time.strftime("%H:%M:%S", time.gmtime(e.ts - t0))
+            print(f"{e.seq:>5} +{stamp} {e.kind:<20} {event_sentence(e, st)}")
     return 0
+
+
+def cmd_output(args: argparse.Namespace) -> int:
+    """A run's stored output as plain text: every byte as the run wrote it, pipe-friendly."""
+    path = _session_path(args.session)
+    run = _run_id(args.run)
+    pattern = None
+    if args.grep is not None:
+        try:
+            pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0)
+        except re.error as exc:
+            raise UsageError(f"--grep {args.grep!r}: not a regular expression ({exc})") from None
+    with Investigation.replay(path) as inv:
+        if run not in inv.state.runs:
+            known = ", ".join(f"#{r}" for r in inv.state.runs) or "none yet"
+            raise UsageError(f"no run #{run} in {path}; runs: {known}")
+        store = inv.store
+        summary = store.output_summary(run)
+        total = summary["lines"][args.stream] if args.stream else sum(summary["lines"].values())
+        out = sys.stdout
+        matched = 0
+        for start in range(0, total, 10_000):
+            for ln in store.lines(run, start, 10_000, stream=args.stream):
+                text = ln.text.rstrip("\n")
+                if pattern is not None and not pattern.search(text):
+                    continue
+                matched += 1
+                out.write((f"{ln.number + 1}:" if args.line_numbers else "") + text + "\n")
+        out.flush()
+    if pattern is not None and not matched:
+        return 1  # as grep: nothing matched
+    return 0
+
+
+def _session_path(explicit: str | None) -> Path:
+    """The session file *explicit* names (a file, or a directory: its newest investigation),
+    else the current one."""
+    if explicit is not None and Path(explicit).is_dir():
+        return Workspace.newest_in(Path(explicit))
+    return Workspace.find().resolve(explicit)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -332,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("hypotheses", cmd_hypotheses, "list hypotheses with their derived status and evidence")
     p.add_argument("--json", action="store_true", help="print a JSON list")
 
-    hyp = sub.add_parser("hypothesis", help="add a hypothesis of your own", description="add a hypothesis of your own")
+    hyp = sub.add_parser("hypothesis", help="add or remove a hypothesis", description="add or remove a hypothesis")
     hyp_sub = hyp.add_subparsers(dest="action", metavar="ACTION")
     hyp_sub.required = True
     p = add("add", cmd_hypothesis_add, "add a hypothesis to the investigation", hyp_sub)
@@ -344,9 +418,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--competes", action="append", default=[], metavar="HYPOTHESIS")
     p.add_argument("--exposes", action="append", default=[], metavar="HYPOTHESIS")
 
+    p = add("remove", cmd_hypothesis_remove, "take a hypothesis back (a typo, a wrong guess); recorded as an event", hyp_sub)
+    p.add_argument("id")
+
     sym = sub.add_parser("symptom", help="record what was observed", description="record what was observed")
     sym_sub = sym.add_subparsers(dest="action", metavar="ACTION")
     sym_sub.required = True
+    p = add("list", cmd_symptom_list, "the symptoms recorded, and what explains each", sym_sub)
+    p.add_argument("--json", action="store_true")
+    p = add("remove", cmd_symptom_remove, "take a symptom back; recorded as an event", sym_sub)
+    p.add_argument("id")
     p = add("add", cmd_symptom_add, "add a symptom (a catalog id such as fx-trace-error fills in the text)", sym_sub)
     p.add_argument("id")
     p.add_argument("--title")
@@ -367,17 +448,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", metavar="#N")
 
     p = add("open", cmd_ui, "open the investigation screen on a session file (plain `sleuth`: the current one)")
-    p.add_argument("path", nargs="?", help="session file (default: current)")
+    p.add_argument("path", nargs="?", help="session file, or a directory: its newest investigation (default: current)")
     p.add_argument("--target", default="local", help="target probes run on (default: local)")
 
     p = add("replay", cmd_replay, "the investigation as it stood at event K (the replay screen at a terminal)")
-    p.add_argument("path", nargs="?", help="session file (default: current)")
+    p.add_argument("path", nargs="?", help="session file, or a directory: its newest investigation (default: current)")
     p.add_argument("--at", type=int, metavar="K", help="fold events 1..K (default: all)")
     p.add_argument("--json", action="store_true", help="print the folded state as JSON")
     p.add_argument("--text", action="store_true", help="print a summary instead of opening the replay screen")
 
-    p = add("events", cmd_events, "the event log")
+    p = add("events", cmd_events, "the event log, each event in words")
     p.add_argument("--json", action="store_true")
+
+    p = add("output", cmd_output, "print a run's stored output as plain text (every byte; pipe it anywhere)")
+    p.add_argument("run", metavar="RUN", help="the run number (7 or #7)")
+    p.add_argument("--stream", choices=["stdout", "stderr"], help="one stream only (default: both, as they came)")
+    p.add_argument("--grep", metavar="PAT", help="only lines matching this regular expression (exit 1 if none)")
+    p.add_argument("-i", "--ignore-case", action="store_true", help="with --grep: ignore case")
+    p.add_argument("-n", "--line-numbers", action="store_true", help="prefix each line with its number in the run")
 
     add_probe_commands(sub, add)
     add_remedy_commands(sub, add)
@@ -410,6 +498,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `sleuth … | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

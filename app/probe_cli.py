@@ -56,12 +56,25 @@ def cmd_probe_list(args: argparse.Namespace) -> int:
         tests = [h.id for h in catalog.hypotheses.values() if any(t.probe == p.id for t in h.probes)]
         rows.append({"id": p.id, "title": p.title, "timeout": p.timeout, "cost_s": p.cost, "tests": tests,
                      "params": p.params, "reports": list(p.reports), "file": str(p.path)})
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
+    ws = Workspace.find()
+    config = load_config(ws.config_path) if ws.config_path.is_file() else None
     for r in rows:
+        ours = config.probe_params.get(r["id"], {}) if config is not None else {}
+        r["configured"] = ours
+        if args.json:
+            continue
         print(f"{r['id']:<18} {r['title']}")
         print(f"{'':<18} tests: {', '.join(r['tests']) or '-'}; ~{r['cost_s']:g} s; timeout {r['timeout']:g} s")
+        params = []
+        for name in [*r["params"], *(k for k in ours if k not in r["params"])]:
+            default = json.dumps(r["params"][name]) if name in r["params"] else None
+            if name in ours:
+                params.append(f"{name} = {json.dumps(ours[name])} (sleuth.toml" + (f"; default {default})" if default else ")"))
+            else:
+                params.append(f"{name} = {default}")
+        print(f"{'':<18} params: {'; '.join(params) or 'none'}")
+    if args.json:
+        print(json.dumps(rows, indent=2))
     return 0
 
 
@@ -111,7 +124,8 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
             print(f"  {ev['verdict']} {ev['hypothesis']}")
         if report.check.unknown:
             print(f"  before it ran, {report.check.unknown}: its state is unknown, so nothing was flagged")
-        print(f"  full output: {data['output']} ({data['lines']['stdout']:,} + {data['lines']['stderr']:,} lines)")
+        print(f"  full output: sleuth output {data['run_id']}  ({data['lines']['stdout']:,} + {data['lines']['stderr']:,} "
+              f"lines, stored in {data['output']})")
     return 0 if data["classification"] == "completed" else 1
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import STATUS_GLYPHS, Change, Evidence, InvestigationState
+from sleuth.hypotheses import STATUS_GLYPHS, Change, Event, EventKind, Evidence, InvestigationState
 
 __all__ = [
     "GLYPHS",
@@ -21,6 +21,8 @@ __all__ = [
     "run_label",
     "timeline_rows",
     "clock",
+    "event_sentence",
+    "verified_by",
 ]
 
 GLYPHS = STATUS_GLYPHS
@@ -298,3 +300,79 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         rows.append((n["ts"], n["seq"], Text(f"{clock(n['ts'] - t0)} ✎ {n['text']}", style="italic"), None, False))
     rows.sort(key=lambda r: (r[0], r[1]))
     return [(ts, line, run, flagged) for ts, _seq, line, run, flagged in rows]
+
+
+def verified_by(st: InvestigationState, run_id: int) -> list[str]:
+    """What run *run_id* verified: "verified lock #1: fixed (strong)" per remedy it re-ran for."""
+    said = []
+    for app in st.applications.values():
+        for v in app.verifications:
+            if v.get("run") == run_id:
+                outcome = "fixed" if v.get("outcome") == "fixed" else "not fixed"
+                strength = f" ({v['strength']})" if v.get("strength") else ""
+                said.append(f"verified {app.remedy} #{app.id}: {outcome}{strength}")
+    return said
+
+
+def _probe_of(st: InvestigationState, run: Any) -> str:
+    info = st.runs.get(run) if isinstance(run, int) else None
+    return f"#{run} {info.probe}" if info is not None else f"#{run}"
+
+
+def event_sentence(event: Event, st: InvestigationState) -> str:
+    """One event in words, for the replay scrubber and ``sleuth events``; *st* is the state
+    folded up to and including it (for the names of runs and remedies)."""
+    d = event.data
+    kind = event.kind
+    if kind == EventKind.INVESTIGATION_CREATED:
+        return f"investigation started: {d.get('title', '')}"
+    if kind == EventKind.SYMPTOM_ADDED:
+        return f"symptom added: {d.get('title') or d.get('id')}"
+    if kind == EventKind.SYMPTOM_REMOVED:
+        return f"symptom removed: {d.get('id')}"
+    if kind == EventKind.HYPOTHESIS_ADDED:
+        return f"hypothesis added: {d.get('title') or d.get('id')}" + (" (catalog)" if d.get("source") == "builtin" else "")
+    if kind == EventKind.HYPOTHESIS_REMOVED:
+        return f"hypothesis removed: {d.get('id')}"
+    if kind == EventKind.LINK_ADDED:
+        return f"linked {str(d.get('src', '')).split(':', 1)[-1]} {d.get('kind')} {str(d.get('dst', '')).split(':', 1)[-1]}"
+    if kind == EventKind.RUN_STARTED:
+        params = ", ".join(f"{k}={v}" for k, v in sorted((d.get("params") or {}).items()))
+        retest = f" (a retest of #{d['retest_of']}, run anyway)" if d.get("retest_of") else ""
+        return f"run #{d.get('run')} {d.get('probe')} started on {d.get('target')}" + (f" ({params})" if params else "") + retest
+    if kind == EventKind.RUN_FINISHED:
+        info = st.runs.get(d.get("run"))
+        took = f" in {info.duration:.0f} s" if info is not None and info.duration is not None else ""
+        reason = f": {d.get('reason')}" if d.get("reason") else ""
+        return f"{_probe_of(st, d.get('run'))} {d.get('classification')}{took}{reason}"
+    if kind == EventKind.EVIDENCE_RECORDED:
+        return f"{_probe_of(st, d.get('run'))} {d.get('verdict')} {d.get('hypothesis')}"
+    if kind == EventKind.REMEDY_PREVIEWED:
+        blocked = " (blocked)" if d.get("blocked") else ""
+        return f"remedy {d.get('remedy')} previewed on {d.get('path')}{blocked}"
+    if kind == EventKind.REMEDY_APPLIED:
+        return f"remedy {d.get('remedy')} applied on {d.get('target')} (application #{d.get('application')})"
+    if kind == EventKind.REMEDY_REVERTED:
+        app = st.applications.get(d.get("application"))
+        return f"remedy {app.remedy if app else ''} #{d.get('application')} reverted"
+    if kind == EventKind.APPLICATION_VERIFIED:
+        app = st.applications.get(d.get("application"))
+        outcome = "fixed" if d.get("outcome") == "fixed" else "did not fix"
+        strength = f" ({d['strength']})" if d.get("strength") else ""
+        return f"{_probe_of(st, d.get('run'))} verified: {app.remedy if app else 'the remedy'} {outcome} {d.get('hypothesis')}{strength}"
+    if kind == EventKind.FLAG_RAISED:
+        return f"⚑ {d.get('flag')}: {d.get('message', '')}"
+    if kind == EventKind.NOTE_ADDED:
+        return f"note: {d.get('text')}" + (f" (about {d['about']})" if d.get("about") else "")
+    if kind == EventKind.BASELINE_MARKED:
+        return f"{_probe_of(st, d.get('run'))} marked as the baseline of {d.get('target')}"
+    if kind == EventKind.STATE_OBSERVED:
+        said = []
+        if d.get("changes"):
+            said.append("changed outside sleuth: " + _changes_text(d["changes"]))
+        if d.get("back_from"):
+            said.append(f"back to the state of #{d.get('same_as')}")
+        elif d.get("same_as"):
+            said.append(f"the same state as #{d.get('same_as')}")
+        return f"{d.get('target')} read" + (": " + "; ".join(said) if said else "")
+    return str(kind)

@@ -83,6 +83,8 @@ class InvestigationState(StateQueries):
             EventKind.INVESTIGATION_CREATED: self._created,
             EventKind.SYMPTOM_ADDED: self._symptom,
             EventKind.HYPOTHESIS_ADDED: self._hypothesis,
+            EventKind.SYMPTOM_REMOVED: self._symptom_removed,
+            EventKind.HYPOTHESIS_REMOVED: self._hypothesis_removed,
             EventKind.LINK_ADDED: self._link,
             EventKind.RUN_STARTED: self._run_started,
             EventKind.RUN_FINISHED: self._run_finished,
@@ -166,6 +168,25 @@ class InvestigationState(StateQueries):
         for kind, other in hyp.links:
             self._node(f"hyp:{other}")  # may be defined later
             self._edge(node, f"hyp:{other}", kind, catalog=True)
+
+    def _forget_node(self, node: str) -> None:
+        graph = self.graph
+        if node in graph:
+            graph.remove_node(node)
+        self.user_links = [(u, v, k) for u, v, k in self.user_links if node not in (u, v)]
+
+    def _symptom_removed(self, e: Event) -> None:
+        """A symptom taken back (a typo, a wrong guess): gone from the graph from here on."""
+        self.symptoms.pop(e.data["id"], None)
+        self._forget_node(f"symptom:{e.data['id']}")
+
+    def _hypothesis_removed(self, e: Event) -> None:
+        """A hypothesis taken back: gone from the graph; its runs stay (they happened)."""
+        h = e.data["id"]
+        self.hypotheses.pop(h, None)
+        self.evidence.pop(h, None)
+        self._counts.pop(h, None)
+        self._forget_node(f"hyp:{h}")
 
     def _link(self, e: Event) -> None:
         src, dst, kind = e.data["src"], e.data["dst"], e.data["kind"]

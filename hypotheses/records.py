@@ -32,7 +32,9 @@ class EventKind(StrEnum):
 
     INVESTIGATION_CREATED = "investigation.created"
     SYMPTOM_ADDED = "symptom.added"
+    SYMPTOM_REMOVED = "symptom.removed"
     HYPOTHESIS_ADDED = "hypothesis.added"
+    HYPOTHESIS_REMOVED = "hypothesis.removed"
     LINK_ADDED = "link.added"
     RUN_STARTED = "run.started"
     RUN_FINISHED = "run.finished"

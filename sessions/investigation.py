@@ -176,6 +176,22 @@ class Investigation(RunJudging):
             what = "hypothesis" if node_kind == "hyp" else "symptom"
             raise InvestigationError(f"unknown {what} {ident!r}; known: {', '.join(pool) or 'none'}")
 
+    def remove_symptom(self, ident: str) -> None:
+        """Take a symptom back (recorded: replay shows it until here)."""
+        if ident not in self.state.symptoms:
+            raise InvestigationError(f"no symptom {ident!r}; recorded: {', '.join(self.state.symptoms) or 'none'}")
+        self._record(EventKind.SYMPTOM_REMOVED, {"id": ident})
+
+    def remove_hypothesis(self, ident: str) -> None:
+        """Take a hypothesis back (recorded). Not while others refine it: remove those first."""
+        if ident not in self.state.hypotheses:
+            raise InvestigationError(f"no hypothesis {ident!r}; known: {', '.join(self.state.hypotheses) or 'none'}")
+        children = self.state.children(ident)
+        if children:
+            raise InvestigationError(f"{', '.join(children)} refine{'s' * (len(children) == 1)} {ident}: remove "
+                                     f"{'it' if len(children) == 1 else 'them'} first")
+        self._record(EventKind.HYPOTHESIS_REMOVED, {"id": ident})
+
     def link(self, src: str, kind: str, dst: str) -> None:
         """Link hypothesis *src* to *dst*: a hypothesis (refines/competes/exposes) or a symptom (explains)."""
         self._need_link(kind, "hyp", src)

@@ -96,6 +96,17 @@ class Workspace:
             return self.create("investigation")
         return Investigation.open(path, catalog)
 
+    @staticmethod
+    def newest_in(directory: Path) -> Path:
+        """The newest investigation in *directory*: a project (its ``.sleuth/``) or a
+        ``.sleuth/`` folder itself."""
+        folder = directory / ".sleuth" if (directory / ".sleuth").is_dir() else directory
+        found = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise InvestigationError(f"{directory}: no investigation in it (no *{SUFFIX} file"
+                                     f"{' in its .sleuth/' if folder != directory else ''})")
+        return found[-1]
+
     def resolve(self, explicit: Path | str | None) -> Path:
         if explicit is not None:
             return Path(explicit)

@@ -110,28 +110,34 @@ class RemedyDialog(ModalScreen[str]):
 
 
 class AddDialog(ModalScreen[dict[str, Any] | None]):
-    """Add a symptom, a hypothesis, a note or a link: a short form."""
+    """Add a symptom, a hypothesis, a note or a link: a short form.
+
+    *submit* records what was typed and returns None, or ``(field, message)`` when it was
+    refused: the dialog then stays open, keeps every field as typed and shows the message
+    beside that field ("a", "b" or "c")."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel", id="add.cancel")]
     KINDS = [("note", "note"), ("hypothesis", "hypothesis"), ("symptom", "symptom"), ("link", "link")]
     HINTS = {
-        "note": ("text of the note", "about (a hypothesis id, optional)", ""),
+        "note": ("text of the note", "about (a hypothesis id or #run, optional)", ""),
         "hypothesis": ("id, e.g. nccl-timeout", "title", "claim: what would be true"),
         "symptom": ("id, e.g. oom-at-step-40 (or a catalog id)", "title", "the error text"),
         "link": ("from hypothesis id", "kind: refines | competes | exposes | explains", "to (hypothesis or symptom id)"),
     }
 
-    def __init__(self, about: str | None = None) -> None:
+    def __init__(self, about: str | None = None, submit: Any = None) -> None:
         super().__init__(classes="dialog")
         self.about = about
+        self.submit = submit
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("Add", id="dialog-title")
             yield Select(self.KINDS, value="note", allow_blank=False, id="add-kind")
-            yield Input(placeholder=self.HINTS["note"][0], id="add-a")
-            yield Input(placeholder=self.HINTS["note"][1], value=self.about or "", id="add-b")
-            yield Input(placeholder=self.HINTS["note"][2], id="add-c", classes="-hidden")
+            for field, value, hidden in (("a", "", False), ("b", self.about or "", False), ("c", "", True)):
+                yield Input(placeholder=self.HINTS["note"]["abc".index(field)], value=value, id=f"add-{field}",
+                            classes="-hidden" if hidden else "")
+                yield Static("", id=f"add-{field}-error", classes="field-error -hidden")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Add [enter]", id="add", variant="primary")
                 yield Button("Cancel [esc]", id="cancel")
@@ -146,6 +152,7 @@ class AddDialog(ModalScreen[dict[str, Any] | None]):
         third = self.query_one("#add-c", Input)
         third.placeholder = c
         third.set_class(not c, "-hidden")
+        self._show_error(None)
 
     def _values(self) -> dict[str, Any]:
         return {
@@ -155,11 +162,33 @@ class AddDialog(ModalScreen[dict[str, Any] | None]):
             "c": self.query_one("#add-c", Input).value.strip(),
         }
 
+    def _show_error(self, refused: tuple[str, str] | None) -> None:
+        for field in "abc":
+            box = self.query_one(f"#add-{field}-error", Static)
+            said = refused is not None and refused[0] == field
+            box.update(Text(f"↑ {refused[1]}", style="bold red") if said and refused else "")
+            box.set_class(not said, "-hidden")
+            self.query_one(f"#add-{field}", Input).set_class(said, "-invalid")
+        if refused is not None:
+            self.query_one(f"#add-{refused[0]}", Input).focus()
+
+    def _submit(self) -> None:
+        values = self._values()
+        refused = self.submit(values) if self.submit is not None else None
+        if refused is not None:
+            self._show_error(refused)  # stay open: what was typed is still there
+            return
+        self.dismiss(values)
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(self._values())
+        event.stop()
+        self._submit()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(self._values() if event.button.id == "add" else None)
+        if event.button.id == "add":
+            self._submit()
+        else:
+            self.dismiss(None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

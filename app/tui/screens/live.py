@@ -13,7 +13,6 @@ from sleuth.probes.remedies import CodeFile, RemedyPlan, preview, revert
 from sleuth.sessions import (
     CircularRetest,
     Investigation,
-    InvestigationError,
     active_application,
     applied_file,
     check_run,
@@ -343,35 +342,38 @@ class InvestigationScreen(BrowseScreen):
         self.app.push_screen(TargetDialog(targets, self.app.target.name), picked)
 
     def action_add(self) -> None:
+        self.app.push_screen(AddDialog(self.selection.hypothesis, submit=self._add), self._added)
 
-        def added(values: dict[str, Any] | None) -> None:
-            if not values:
-                return
-            kind, a, b, c = values["kind"], values["a"], values["b"], values["c"]
-            try:
-                if kind == "note":
-                    if not a:
-                        raise InvestigationError("a note needs text")
-                    self.inv.add_note(a, about=b or None)
-                elif kind == "hypothesis":
-                    if not a:
-                        raise InvestigationError("a hypothesis needs an id")
-                    self.inv.add_hypothesis(a, title=b or a, claim=c, explains=list(self.state.symptoms)[:1])
-                    self.selection = Selection("hypothesis", a, hypothesis=a)
-                elif kind == "symptom":
-                    if not a:
-                        raise InvestigationError("a symptom needs an id")
-                    self.inv.add_symptom(a, title=b, text=c)
-                else:
-                    self.inv.link(a, b, c)
-            except (SessionError, HypothesisError) as exc:
-                self.notify(str(exc), severity="error")
-                return
-            self.notify(f"added {kind}")
+    def _add(self, values: dict[str, Any]) -> tuple[str, str] | None:
+        """Record what the add dialog holds; (field, why) when refused (the dialog stays open)."""
+        kind, a, b, c = values["kind"], values["a"], values["b"], values["c"]
+        if not a:
+            return "a", {"note": "a note needs text", "link": "a link needs the hypothesis it starts from"}.get(
+                kind, f"a {kind} needs an id")
+        try:
+            if kind == "note":
+                self.inv.add_note(a, about=b or None)
+            elif kind == "hypothesis":
+                self.inv.add_hypothesis(a, title=b or a, claim=c, explains=list(self.state.symptoms)[:1])
+                self.selection = Selection("hypothesis", a, hypothesis=a)
+            elif kind == "symptom":
+                self.inv.add_symptom(a, title=b, text=c)
+            else:
+                self.inv.link(a, b, c)
+        except (SessionError, HypothesisError) as exc:
+            said = str(exc)
+            field = "a"
+            if kind == "note" and b and repr(b) in said:
+                field = "b"
+            elif kind == "link":
+                field = "b" if "link kind" in said else "c" if c and repr(c) in said else "a"
+            return field, said
+        return None
+
+    def _added(self, values: dict[str, Any] | None) -> None:
+        if values:
+            self.notify(f"added {values['kind']}")
             self.refresh_all()
-
-        about = self.selection.hypothesis
-        self.app.push_screen(AddDialog(about), added)
 
     def action_baseline(self) -> None:
         if self.shown_run is None:
