@@ -32,10 +32,10 @@ from sleuth.sessions import (
 )
 
 from .demo import add_demo_command
-from .views import event_sentence
 from .errors import HypothesisError, ProbesError, SessionError, UsageError
 from .probe_cli import add_probe_commands
 from .remedy_cli import add_remedy_commands
+from .views import event_sentence
 
 __all__ = ["main", "build_parser"]
 

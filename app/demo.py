@@ -45,12 +45,31 @@ args = ["--steps", "6"]
 """
 
 
-HINT = (
-    "Guided demo — ↑/↓ move in the tree.  1) On ▷ compile-race press r: the drafter races (about a minute).  "
-    "2) On ▷ env-fingerprint press r, then b to make it the baseline, then r again: no drift.  "
-    "3) r once more with nothing changed: sleuth asks before a circular retest.  "
-    "4) On ✚ lock press f, a to apply, y to re-run the reproduction.  5) e writes postmortem.md; q quits."
-)
+def _ran(probe: str, **want: object):
+    def done(st, _root: Path) -> bool:
+        return any(r.probe == probe and r.classification is not None
+                   and all(r.result.get(k) == v for k, v in want.items()) for r in st.runs.values()
+                   if not r.params.get("known_good"))
+    return done
+
+
+def _guide():
+    from .tui.widgets import Guide, GuideStep
+
+    return Guide("Guided demo", (
+        GuideStep("↑/↓ to ▷ compile-race (under compile race), r: the drafter races (about a minute).",
+                  _ran("compile-race")),
+        GuideStep("On ▷ env-fingerprint press r: compared with the known-good baseline the demo recorded before the "
+                  "failure (#1) — no drift. (b marks a run as the baseline: do it while training works.)",
+                  _ran("env-fingerprint", has_baseline=True)),
+        GuideStep("r again with nothing changed: sleuth asks before a circular retest (n: don't run).",
+                  lambda st, _root: any(f.kind == "circular-retest" for f in st.flags)),
+        GuideStep("On ✚ lock (under compile race) press f, then a to apply it.",
+                  lambda st, _root: any(a.remedy == "lock" for a in st.applications.values())),
+        GuideStep("y re-runs the reproduction under the lock (5 trials, a few minutes): it verifies the fix.",
+                  lambda st, _root: any(a.verifications for a in st.applications.values())),
+        GuideStep("e writes postmortem.md; q quits.", lambda _st, root: (root / "postmortem.md").is_file()),
+    ))
 
 
 def _say(step: int, text: str) -> None:
@@ -97,6 +116,16 @@ def setup(directory: Path, force: bool = False) -> Workspace:
     return Workspace(directory)
 
 
+async def _known_good(inv, target, probes, config, agents=None) -> int:
+    """Fingerprint the environment before the failure is reproduced and mark it as the
+    baseline: the method the demo teaches (in real life, while training still works)."""
+    req = request_for_probe(inv, probes["env-fingerprint"], target, config.params_for("env-fingerprint", {"known_good": True}))
+    report = await run_probe(inv, target, req, agents=agents)
+    inv.mark_baseline(report.run)
+    inv.add_note("known-good environment fingerprinted before the failure and marked as the baseline", about=f"#{report.run}")
+    return report.run
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     directory = Path(args.dir).resolve()
     ws = setup(directory, force=args.force)
@@ -104,17 +133,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     inv.add_symptom("fx-trace-error")
     print(f"demo in {directory}: the example drafter is in drafter/, the investigation in {inv.path.name}")
     if not args.auto:
-        inv.close()
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            inv.close()
             print(
                 "\nNot at a terminal, so the UI is not opened. Open it with\n"
                 f"  cd {directory} && sleuth\nor run the whole investigation headless with\n  sleuth demo --auto {args.dir}"
             )
             return 0
+        os.chdir(directory)
+        print("fingerprinting the known-good environment (the baseline, before the failure)…", flush=True)
+        config = load_config(ws.config_path)
+        run = asyncio.run(_known_good(inv, config.target("local"), builtin_probes(), config))
+        print(f"run #{run} is the baseline")
         from .tui import SleuthApp
 
-        os.chdir(directory)  # the probes' entry paths are relative to the demo directory
-        SleuthApp.live(Workspace(directory), hint=HINT).run()
+        SleuthApp.live(Workspace(directory), hint=_guide()).run()
         return 0
     started = time.monotonic()
     config = load_config(ws.config_path)
@@ -149,11 +182,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
             await agents.close()
 
     async def steps() -> None:
+        _say(0, "Before the failure: fingerprint the known-good environment and mark it as the baseline")
+        base = await _known_good(inv, target, probes, config, agents)
+        print(f"    run #{base} env-fingerprint: the baseline")
         _say(1, "Reproduce: the drafter with 4 threads and cold caches, and a single-thread control")
         await run("compile-race", {})
-        _say(2, "Version drift? Fingerprint the environment, mark it as the baseline, check against it")
-        first = await run("env-fingerprint", {})
-        inv.mark_baseline(first.run)
+        _say(2, "Version drift? Fingerprint the environment now and compare it with the known-good baseline")
         await run("env-fingerprint", {})
         _say(3, "Cache invalidation? Look at the compile caches")
         await run("cache-inventory", {})

@@ -9,7 +9,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import STATUS_GLYPHS, Change, Event, EventKind, Evidence, InvestigationState
+from sleuth.hypotheses import (
+    STATUS_GLYPHS,
+    Change,
+    Event,
+    EventKind,
+    Evidence,
+    InvestigationState,
+    PreRunCheck,
+    ago,
+    describe_revisit,
+    what_differed,
+)
 
 __all__ = [
     "GLYPHS",
@@ -22,7 +33,10 @@ __all__ = [
     "timeline_rows",
     "clock",
     "event_sentence",
+    "retest_prompt",
+    "short_fields",
     "verified_by",
+    "run_summary",
 ]
 
 GLYPHS = STATUS_GLYPHS
@@ -101,6 +115,8 @@ def run_label(st: InvestigationState, run_id: int) -> Text:
         text.append(" " + ", ".join(sorted(set(verdicts))), style="dim")
     if run.retest_of:
         text.append(f" ⟲#{run.retest_of}", style="bold yellow")
+    for said in verified_by(st, run_id):
+        text.append(f" ✔ {said}", style="bold green" if ": fixed" in said else "bold red")
     return text
 
 
@@ -272,6 +288,8 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         line.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
         if verdicts:
             line.append(f"  {verdicts}", style="dim")
+        for said in verified_by(st, run.id):
+            line.append(f"  ✔ {said}", style="bold green" if ": fixed" in said else "bold red")
         drift = run.result.get("changes") if run.result.get("has_baseline") else None
         if isinstance(drift, list) and drift:
             line.append("  ⇄ " + _changes_text(drift), style="magenta")
@@ -376,3 +394,76 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
             said.append(f"the same state as #{d.get('same_as')}")
         return f"{d.get('target')} read" + (": " + "; ".join(said) if said else "")
     return str(kind)
+
+
+def short_fields(result: dict[str, Any], most: int = 6) -> str:
+    """A run's result in a few words: "drift=0 · has_baseline=yes · fingerprint: torch
+    2.11.0+cu128" — scalars first, one level of a nested mapping, no Python reprs."""
+    def word(v: Any) -> str:
+        return "yes" if v is True else "no" if v is False else "—" if v is None else str(v)
+
+    flat = [f"{k}={word(v)}" for k, v in sorted(result.items()) if not isinstance(v, (dict, list))]
+    for k, v in sorted(result.items()):
+        if isinstance(v, dict) and v:
+            inner = [f"{ik} {word(iv)}" for ik, iv in sorted(v.items()) if not isinstance(iv, (dict, list))][:3]
+            flat.append(f"{k}: {', '.join(inner)}" if inner else f"{k}: {len(v)} entries")
+        elif isinstance(v, list):
+            flat.append(f"{k}: {len(v)} item{'s' * (len(v) != 1)}")
+    return " · ".join(flat[:most]) + (f" · {len(flat) - most} more" if len(flat) > most else "")
+
+
+def retest_prompt(st: InvestigationState, check: PreRunCheck, now: float) -> tuple[str, list[str], str, str]:
+    """The circular-retest question in parts: (headline, what matched — a short list, what
+    the earlier run said, the question)."""
+    earlier = check.retest_of
+    points: list[str] = []
+    if earlier is None:  # only revisits: a refuted idea tested again in its refuting state
+        return ("A refuted hypothesis would be tested again in the state that refuted it:",
+                [describe_revisit(h) for h in check.revisits], "", "Run anyway?")
+    when = ago(now - earlier.started_ts)
+    if check.back_from is not None:
+        headline = (f"Back to the state of #{earlier.id} {earlier.probe} on {earlier.target} ({when}), after "
+                    f"#{check.back_from.id} saw {what_differed(earlier, check.back_from)}. Same as #{earlier.id}:")
+    else:
+        how = "measured just now" if check.measured else "as last reported"
+        headline = f"This repeats #{earlier.id} {earlier.probe} on {earlier.target} ({when}). The same, {how}:"
+    env = (earlier.state or {}).get("env") or {}
+    torch = env.get("torch")
+    torch = torch.get("version") if isinstance(torch, dict) else torch
+    points.append(f"torch {torch}" if torch else "the same environment")
+    if env.get("python"):
+        points.append(f"Python {env['python']}")
+    points += ["the same code", "the same caches"]
+    points.append("remedies: " + (", ".join(earlier.remedies) or "none") )
+    points.append(f"parameters: {', '.join(f'{k}={v}' for k, v in sorted(earlier.params.items())) or 'the defaults'}")
+    points += [describe_revisit(h) for h in check.revisits]
+    verdicts = "; ".join(str(e) for e in st.verdicts_for(earlier.id)) or earlier.reason or "no evidence"
+    said = f"#{earlier.id} answered: {earlier.classification} — {verdicts}"
+    fields = short_fields(earlier.result)
+    if fields:
+        said += f"\n{fields}"
+    return headline, points, said, "Nothing changed since, so it will say the same. Run anyway?"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def run_summary(st: InvestigationState, run_id: int, lines: int, size: int, running_for: float | None = None) -> Text:
+    """What a person needs first about a run: "completed in 36 s · 37 lines · 5.1 KB" (the
+    protocol's detail is said after it, by the caller)."""
+    run = st.runs[run_id]
+    text = Text()
+    if run.classification is None:
+        took = f" {running_for:.1f} s" if running_for is not None else " at this event"
+        text.append(f"running{took}", style="bold yellow")
+    else:
+        text.append(run.classification.replace("_", " "), style=CLASS_STYLE.get(run.classification, "yellow"))
+        if run.duration is not None:
+            text.append(f" in {run.duration:.1f} s" if run.duration < 10 else f" in {run.duration:.0f} s")
+    text.append(f" · {lines:,} line{'s' * (lines != 1)} · {_size(size)}")
+    return text

@@ -28,6 +28,7 @@ from .errors import CatalogError, HypothesisError, MissingField, RuleError
 from .model import InvestigationState
 from .records import (
     STATUS_GLYPHS,
+    STATUS_LEGEND,
     STATUSES,
     VERDICTS,
     Event,
@@ -69,6 +70,7 @@ __all__ = [
     "STRONG",
     "Strength",
     "STATUS_GLYPHS",
+    "STATUS_LEGEND",
     "VERDICTS",
     "SymptomDef",
     "Verdict",

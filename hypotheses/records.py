@@ -19,11 +19,14 @@ __all__ = [
     "RunInfo",
     "STATUSES",
     "STATUS_GLYPHS",
+    "STATUS_LEGEND",
     "VERDICTS",
 ]
 
 STATUSES = ("open", "supported", "refuted", "confirmed", "inconclusive")
-STATUS_GLYPHS = {"open": "○", "supported": "●", "refuted": "✓", "confirmed": "★", "inconclusive": "?"}
+# glyphs nobody misreads: ✗ is refuted (never ✓, which reads as "good"), ★ confirmed
+STATUS_GLYPHS = {"open": "○", "supported": "●", "refuted": "✗", "confirmed": "★", "inconclusive": "?"}
+STATUS_LEGEND = "○ open  ● supported  ★ confirmed  ✗ refuted  ? mixed"
 VERDICTS = ("supports", "refutes", "inconclusive")
 
 

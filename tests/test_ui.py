@@ -96,7 +96,10 @@ async def test_run_a_probe_see_output_and_classification_then_the_retest_questio
         await pilot.pause()
         assert isinstance(app.screen, RetestDialog)
         body = str(app.screen.query_one("#dialog-body", Static).render())
-        assert "This repeats #1 (cache-inventory on local" in body and "#1 cache-inventory: completed" in body
+        assert "This repeats #1 cache-inventory on local" in body and "#1 answered: completed" in body
+        # what matched as a short list, the earlier result in words: no Python dict on screen
+        assert "  • torch " in body and "  • the same code" in body and "remedies: none" in body
+        assert "{'" not in body and "{\"" not in body
         await pilot.press("n")
         await pilot.pause()
         assert len(app.inv.state.runs) == 1
@@ -239,7 +242,7 @@ async def test_replay_at_event_k_shows_the_graph_of_the_first_k_events(tmp_path:
             assert screen.state.snapshot() == then.state.snapshot()
             assert "version drift" in str(node_for(app, "hypothesis", "version-drift").label)
             label = str(node_for(app, "hypothesis", "version-drift").label)
-            assert ("✓" in label) == (then.state.status("version-drift") == "refuted")
+            assert ("✗" in label) == (then.state.status("version-drift") == "refuted")
         assert f"event {k} of {total}" in text_of(app, "#scrubber")
         assert not any(f.kind == "circular-retest" for f in screen.state.flags)
         await pilot.press("]")

@@ -10,11 +10,23 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 __all__ = ["AddDialog", "ConfirmDialog", "RemedyDialog", "RetestDialog", "TargetDialog"]
+
+# ← → move between a dialog's buttons (a text field keeps them for its cursor)
+ARROWS = [
+    Binding("left", "app.focus_previous", "previous button", show=False),
+    Binding("right", "app.focus_next", "next button", show=False),
+]
+
+
+def key_label(text: str) -> str:
+    """A button label that shows its key: "Apply [a]" (brackets are markup otherwise)."""
+    return escape(text)
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -25,6 +37,7 @@ class ConfirmDialog(ModalScreen[bool]):
         Binding("n", "answer(False)", "no", id="confirm.no"),
         Binding("escape", "answer(False)", "cancel", show=False),
         Binding("enter", "default", "default", show=False),
+        *ARROWS,
     ]
 
     def __init__(self, title: str, body: Text | str, default: bool = False, yes: str = "Yes", no: str = "No") -> None:
@@ -37,8 +50,8 @@ class ConfirmDialog(ModalScreen[bool]):
             yield Label(self.title_text, id="dialog-title")
             yield Static(self.body, id="dialog-body")
             with Horizontal(id="dialog-buttons"):
-                yield Button(f"{self.yes} [y]", id="yes", variant="warning" if not self.default else "primary")
-                yield Button(f"{self.no} [n]", id="no", variant="primary" if not self.default else "default")
+                yield Button(key_label(f"{self.yes} [y]"), id="yes", variant="warning" if not self.default else "primary")
+                yield Button(key_label(f"{self.no} [n]"), id="no", variant="primary" if not self.default else "default")
 
     def on_mount(self) -> None:
         self.query_one("#yes" if self.default else "#no", Button).focus()
@@ -55,13 +68,15 @@ class ConfirmDialog(ModalScreen[bool]):
 
 
 class RetestDialog(ConfirmDialog):
-    """Before a circular retest runs: the earlier run, its result, and the question."""
+    """Before a circular retest runs: what matched, what the earlier run said, the question."""
 
-    def __init__(self, message: str, earlier: str) -> None:
+    def __init__(self, headline: str, points: list[str], earlier: str, question: str) -> None:
         body = Text()
-        body.append(message + "\n\n")
-        body.append(earlier, style="dim")
-        body.append("\n\nNothing changed since, so it will say the same. Run anyway?")
+        body.append(headline + "\n")
+        for point in points:
+            body.append("  • " + point + "\n")
+        body.append("\n" + earlier + "\n", style="dim")
+        body.append("\n" + question)
         super().__init__("⟲ Circular retest", body, default=False, yes="Run anyway", no="Don't run")
         self.add_class("-retest")
 
@@ -73,6 +88,7 @@ class RemedyDialog(ModalScreen[str]):
         Binding("a", "choose('apply')", "apply", id="remedy.apply"),
         Binding("v", "choose('revert')", "revert", id="remedy.revert"),
         Binding("escape", "choose('cancel')", "cancel", id="remedy.cancel"),
+        *ARROWS,
     ]
 
     def __init__(self, remedy: str, path: str, diff: str, notes: list[str], blocked: list[str], can_revert: bool) -> None:
@@ -91,12 +107,20 @@ class RemedyDialog(ModalScreen[str]):
                 if self.diff:
                     yield Static(Syntax(self.diff, "diff", theme="ansi_dark", word_wrap=False), id="diff-text")
                 else:
-                    yield Static("No change: the file already has it.", id="diff-text")
+                    said = "It is applied (the file has it): Revert [v] puts the original bytes back." if self.can_revert \
+                        else "No change: the file already has it."
+                    yield Static(said, id="diff-text")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Apply [a]", id="apply", variant="success", disabled=bool(self.blocked) or not self.diff)
+                if self.diff or not self.can_revert:  # applied already: Revert is what can be done
+                    yield Button(key_label("Apply [a]"), id="apply", variant="success", disabled=bool(self.blocked) or not self.diff)
                 if self.can_revert:
-                    yield Button("Revert [v]", id="revert", variant="warning")
-                yield Button("Cancel [esc]", id="cancel")
+                    yield Button(key_label("Revert [v]"), id="revert", variant="warning")
+                yield Button(key_label("Cancel [esc]"), id="cancel")
+
+    def on_mount(self) -> None:
+        first = next((b for b in self.query(Button) if not b.disabled), None)
+        if first is not None:
+            first.focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id or "cancel")
@@ -116,7 +140,7 @@ class AddDialog(ModalScreen[dict[str, Any] | None]):
     refused: the dialog then stays open, keeps every field as typed and shows the message
     beside that field ("a", "b" or "c")."""
 
-    BINDINGS = [Binding("escape", "cancel", "cancel", id="add.cancel")]
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="add.cancel"), *ARROWS]
     KINDS = [("note", "note"), ("hypothesis", "hypothesis"), ("symptom", "symptom"), ("link", "link")]
     HINTS = {
         "note": ("text of the note", "about (a hypothesis id or #run, optional)", ""),
@@ -139,8 +163,8 @@ class AddDialog(ModalScreen[dict[str, Any] | None]):
                             classes="-hidden" if hidden else "")
                 yield Static("", id=f"add-{field}-error", classes="field-error -hidden")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Add [enter]", id="add", variant="primary")
-                yield Button("Cancel [esc]", id="cancel")
+                yield Button(key_label("Add [enter]"), id="add", variant="primary")
+                yield Button(key_label("Cancel [esc]"), id="cancel")
 
     def on_mount(self) -> None:
         self.query_one("#add-a", Input).focus()

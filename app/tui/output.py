@@ -55,10 +55,13 @@ class OutputView(ScrollView, can_focus=True):
         Binding("down", "cursor(1)", "down", show=False),
         Binding("pageup", "cursor(-20)", "page up", show=False),
         Binding("pagedown", "cursor(20)", "page down", show=False),
-        Binding("home", "cursor_to(0)", "top", show=False),
+        Binding("home", "cursor_to(0)", "top (and left)", show=False),
         Binding("end", "cursor_to(-1)", "end", show=False),
         Binding("enter", "toggle_fold", "open/close fold", id="output.toggle_fold", tooltip="Open or close the folded lines under the cursor"),
         Binding("s", "cycle_stream", "stream", id="output.stream", tooltip="Show both streams, stdout only, or stderr only"),
+        Binding("w", "toggle_wrap", "wrap", id="output.wrap", tooltip="Wrap long lines (or scroll them sideways)"),
+        Binding("left", "scroll_sideways(-8)", "scroll left", show=False),
+        Binding("right", "scroll_sideways(8)", "scroll right", show=False),
         Binding("n", "find_next", "next hit", id="output.next", show=False),
         Binding("N", "find_previous", "previous hit", id="output.previous", show=False),
     ]
@@ -86,6 +89,9 @@ class OutputView(ScrollView, can_focus=True):
         self.outline = Outline()
         self.term = ""
         self.hit_line: int | None = None
+        self.hits: tuple[int, int, bool] | None = None  # (this hit's ordinal, hits, more than counted)
+        self.wrap = False
+        self._wrapped: tuple[tuple, list[tuple[int, Strip]]] | None = None
         self.follow = True
         self.new_since_scroll = 0
         self._cache: OrderedDict[int, list[OutputLine]] = OrderedDict()
@@ -112,12 +118,13 @@ class OutputView(ScrollView, can_focus=True):
         self.outline = Outline()
         self.cursor = 0
         self.hit_line = None
+        self.hits = None
         self.follow = True
         self.new_since_scroll = 0
         self._width = 0
         self.total, self.complete = self._count()
         self._resize()
-        self.scroll_to(y=0, animate=False)
+        self.scroll_to(x=0, y=0, animate=False)  # another run starts at its top-left
         if run is not None and store is not None:
             self._scan(self._session, run, stream)
         self.refresh()
@@ -158,7 +165,8 @@ class OutputView(ScrollView, can_focus=True):
         return self.outline.rows(self.total)
 
     def _resize(self) -> None:
-        self.virtual_size = Size(max(self._width, self.size.width), self.rows)
+        width = self.size.width if self.wrap else max(self._width, self.size.width)
+        self.virtual_size = Size(width, self.rows)
 
     def _block(self, number: int) -> list[OutputLine]:
         if number in self._cache:
@@ -209,6 +217,8 @@ class OutputView(ScrollView, can_focus=True):
         return text, style
 
     def render_line(self, y: int) -> Strip:
+        if self.wrap:
+            return self._render_wrapped(y)
         row = int(self.scroll_offset.y) + y
         width = self.size.width
         if row >= self.rows or self.store is None:
@@ -226,6 +236,47 @@ class OutputView(ScrollView, can_focus=True):
         if y == self.size.height - 1 or row == self.rows - 1:
             self.painted_at = time.perf_counter()
         return strip.apply_style(self.rich_style)
+
+    def _wrapped_screen(self) -> list[tuple[int, Strip]]:
+        """With wrap on: the screen's lines, each (row, piece), from the top row down; rows
+        scroll one logical line at a time (as ``less``), long lines take several screen lines."""
+        width, height, top = self.size.width, self.size.height, int(self.scroll_offset.y)
+        key = (top, width, height, self.rows, self.cursor, self.term, self.has_focus, len(self.outline.expanded),
+               self.run, self.stream)
+        if self._wrapped is not None and self._wrapped[0] == key:
+            return self._wrapped[1]
+        screen: list[tuple[int, Strip]] = []
+        row = top
+        while len(screen) < height and row < self.rows and self.store is not None:
+            text, _ = self._row_text(row)
+            for line in text.wrap(self.app.console, max(width, 1)) or [Text("")]:
+                strip = Strip(list(line.render(self.app.console))).extend_cell_length(width)
+                if row == self.cursor and self.has_focus:
+                    strip = strip.apply_style(CURSOR_STYLE)
+                screen.append((row, strip.apply_style(self.rich_style)))
+            row += 1
+        self._wrapped = (key, screen[:height])
+        return self._wrapped[1]
+
+    def _render_wrapped(self, y: int) -> Strip:
+        screen = self._wrapped_screen()
+        if y < len(screen):
+            if y == len(screen) - 1:
+                self.painted_at = time.perf_counter()
+            return screen[y][1]
+        return Strip.blank(self.size.width, self.rich_style)
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        self._wrapped = None
+        self.scroll_to(x=0, animate=False)
+        self._resize()
+        self.refresh()
+        self.post_message(self.Changed())
+
+    def action_scroll_sideways(self, cells: int) -> None:
+        if not self.wrap:
+            self.scroll_to(x=max(0, self.scroll_offset.x + cells), animate=False)
 
     # ---------------------------------------------------------------- folds
 
@@ -296,11 +347,16 @@ class OutputView(ScrollView, can_focus=True):
     def action_cursor_to(self, row: int) -> None:
         self._touch()
         self.cursor = self.rows - 1 if row < 0 else row
+        if row == 0:
+            self.scroll_to(x=0, animate=False)  # Home: the top-left, as in a pager
         self._reveal()
 
     def _reveal(self) -> None:
         top = int(self.scroll_offset.y)
         height = max(self.size.height, 1)
+        if self.wrap:  # the rows on screen are fewer than its lines when some wrap
+            shown = {row for row, _ in self._wrapped_screen()}
+            height = max(len(shown) - (1 if shown and self.cursor >= top + len(shown) - 1 else 0), 1)
         if self.cursor < top:
             self.scroll_to(y=self.cursor, animate=False)
         elif self.cursor >= top + height:
@@ -334,6 +390,8 @@ class OutputView(ScrollView, can_focus=True):
         self.show_run(self.store, self.run, order[(order.index(self.stream) + 1) % 3])
 
     def search(self, term: str, backwards: bool = False) -> None:
+        if term != self.term:
+            self.hits = None
         self.term = term
         self.refresh()
         if term and self._session is not None and self.run is not None:
@@ -353,9 +411,31 @@ class OutputView(ScrollView, can_focus=True):
         ignore_case = term.islower()
         try:
             line, wrapped = self._find_in(session, run, stream, term, start, backwards, ignore_case)
+            hits = self._count_hits(session, run, stream, term, line, ignore_case) if line is not None else None
         finally:
             self._searching = False
-        self.app.call_from_thread(self._found, run, term, line, wrapped)
+        self.app.call_from_thread(self._found, run, term, line, wrapped, hits)
+
+    @staticmethod
+    def _count_hits(session: Path, run: int, stream: str | None, term: str, line: int, ignore_case: bool,
+                    budget_s: float = 1.0) -> tuple[int, int, bool]:
+        """(ordinal of the hit on *line*, lines with a hit, whether there are more than counted):
+        the header's "3/17". Each find resumes where the last stopped: one pass over the run,
+        cut short after *budget_s* (then "3/500+")."""
+        end = time.monotonic() + budget_s
+        count = ordinal = 0
+        at = 0
+        with Store.open(session, readonly=True) as ro:
+            while True:
+                found = ro.find(run, term, at, stream=stream, ignore_case=ignore_case)
+                if found is None:
+                    return ordinal, count, False
+                count += 1
+                if found <= line:
+                    ordinal = count
+                at = found + 1
+                if time.monotonic() > end and found > line:
+                    return ordinal, count, True
 
     @staticmethod
     def _find_in(
@@ -374,12 +454,14 @@ class OutputView(ScrollView, can_focus=True):
                     line = ro.find(run, term, 0, stream=stream, ignore_case=ignore_case)
         return line, wrapped
 
-    def _found(self, run: int, term: str, line: int | None, wrapped: bool) -> None:
+    def _found(self, run: int, term: str, line: int | None, wrapped: bool, hits: tuple[int, int, bool] | None = None) -> None:
         self._searching = False
         self._touch()
         if run != self.run:
             return
         self.hit_line = line
+        self.hits = hits
         if line is not None:
             self.go_to_line(line)
         self.post_message(self.SearchResult(term, line, wrapped))
+        self.post_message(self.Changed())

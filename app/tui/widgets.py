@@ -10,11 +10,13 @@ decide that. Wording comes from ``app.views`` (plain functions, tested without T
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import Event, EventKind, InvestigationState
+from sleuth.hypotheses import STATUS_LEGEND, Event, EventKind, InvestigationState
 from sleuth.probes import Target
 from sleuth.sessions import Store
 from textual.app import ComposeResult
@@ -23,20 +25,65 @@ from textual.message import Message
 from textual.widgets import Input, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
-from ..views import CLASS_STYLE, NextStep, Selection, clock, detail_text, hypothesis_label, run_label, timeline_rows
+from ..views import (
+    NextStep,
+    Selection,
+    clock,
+    detail_text,
+    event_sentence,
+    hypothesis_label,
+    run_label,
+    run_summary,
+    timeline_rows,
+)
 from .output import OutputView
 
-__all__ = ["DetailPane", "HypothesisTree", "LiveRun", "RunPane", "Scrubber", "Timeline", "TitleBar"]
+__all__ = ["DetailPane", "Guide", "GuideStep", "HintBar", "HypothesisTree", "Legend", "LiveRun", "RunPane", "Scrubber", "Timeline", "TitleBar"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
+@dataclass(frozen=True)
+class GuideStep:
+    """One step of a guided walk-through, and how to tell it was done."""
+
+    text: str
+    done: Callable[[InvestigationState, Path], bool]
+
+
+@dataclass(frozen=True)
+class Guide:
+    title: str
+    steps: tuple[GuideStep, ...]
+
+
+class HintBar(Static):
+    """A hint over the panes; a :class:`Guide` shows the first step not done yet (it moves
+    on as steps are done). ``h`` hides it."""
+
+    def show(self, hint: str | Guide, st: InvestigationState, root: Path) -> None:
+        if isinstance(hint, str):
+            self.update(Text.assemble(hint, ("   h hides this", "dim")))
+            return
+        done = [step.done(st, root) for step in hint.steps]
+        todo = next((i for i, d in enumerate(done) if not d), None)
+        text = Text()
+        text.append(f"{hint.title} ", style="bold")
+        text.append(" ".join("✓" if d else "·" for d in done) + "  ", style="green")
+        if todo is None:
+            text.append("all done — the postmortem is in postmortem.md; q quits.", style="bold green")
+        else:
+            text.append(f"step {todo + 1} of {len(done)}: ", style="bold")
+            text.append(hint.steps[todo].text)
+        text.append("   h hides this", style="dim")
+        self.update(text)
+
+
+class Legend(Static):
+    """What the tree's glyphs mean, always under it."""
+
+    def on_mount(self) -> None:
+        self.update(Text(STATUS_LEGEND + "  ▷ probe  ✚ remedy", style="dim", no_wrap=True, overflow="ellipsis"))
 
 
 class TitleBar(Static):
@@ -187,20 +234,27 @@ class RunPane(Vertical):
             return
         text = Text(f"RUN #{run.id} {run.probe} on {run.target} · ", style="bold")
         summary = store.output_summary(run.id)
-        lines = f"{view.total:,} lines" + (f" ({view.stream})" if view.stream else "")
-        if run.classification is None:
-            spin = SPINNER[(live.spin if live else 0) % len(SPINNER)]
-            elapsed = live.elapsed if live is not None and live.run == run.id else 0.0
-            text.append(f"{spin} running {elapsed:.1f} s", style="bold yellow")
-            text.append(f" · {lines} · {_size(summary['bytes'])}  [x] cancel")
-        else:
-            text.append(run.classification, style=CLASS_STYLE.get(run.classification, "yellow"))
-            text.append(f" · {run.reason}" if run.reason else "")
-            text.append(f" · {lines} · {_size(summary['bytes'])}", style="dim")
+        if run.classification is None and live is not None and live.run == run.id:
+            text.append(SPINNER[live.spin % len(SPINNER)] + " ", style="bold yellow")
+        running_for = live.elapsed if live is not None and live.run == run.id else None
+        text.append_text(run_summary(st, run.id, view.total, summary["bytes"], running_for))
+        if view.stream:
+            text.append(f" ({view.stream})", style="magenta")
+        if run.classification is None and running_for is not None:
+            text.append("  [x] cancel", style="bold")
+        if view.hits is not None and view.term:
+            ordinal, count, more = view.hits
+            text.append(f" · {view.term!r} {ordinal}/{count:,}{'+' if more else ''}", style="bold cyan")
+            if view.hit_line is not None:
+                text.append(f" line {view.hit_line + 1:,}", style="cyan")
+        if view.wrap:
+            text.append(" · wrapped", style="dim")
         if view.rows != view.total:
             text.append(f" · {view.total - view.rows:,} folded", style="cyan")
         if view.new_since_scroll:
             text.append(f"  ▼ {view.new_since_scroll:,} new lines", style="bold cyan")
+        if run.reason and run.classification is not None:  # the protocol's detail, after what a person needs
+            text.append(f" · {run.reason}", style="dim")
         header.update(text)
         header.set_class(run.classification is None, "-running")
         records = [r for r in run.records if r.get("kind") not in ("done", "state")]
@@ -267,18 +321,13 @@ class Timeline(OptionList):
 class Scrubber(Static):
     """◀ event k of N · time · what it was ▶ — the replay's position."""
 
-    def show(self, events: list[Event], k: int) -> None:
+    def show(self, events: list[Event], k: int, st: InvestigationState) -> None:
         t0 = events[0].ts if events else 0.0
         text = Text("◀ ", style="bold")
         text.append(f"event {k} of {len(events)}", style="bold")
         if k:
             e = events[k - 1]
-            text.append(f" · {clock(e.ts - t0)} · {e.kind}")
-            said = e.data.get("message") or e.data.get("title") or e.data.get("text") or e.data.get("probe") or ""
-            if said:
-                text.append(f' "{str(said)[:70]}"', style="italic")
-            if e.kind == EventKind.FLAG_RAISED:
-                text.append(" ⚑", style="bold yellow")
+            text.append(f" · {clock(e.ts - t0)} · ")
+            text.append(event_sentence(e, st)[:110], style="bold yellow" if e.kind == EventKind.FLAG_RAISED else "italic")
         text.append(" ▶", style="bold")
-        text.append("   ← → step · [ ] flags · home end", style="dim")
         self.update(text)

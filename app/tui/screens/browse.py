@@ -11,13 +11,14 @@ from sleuth.hypotheses import InvestigationState
 from sleuth.sessions import Investigation, SessionError, write_postmortem
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tree
+from textual.widgets import Footer, HelpPanel, Tree
 
 from ...views import NextStep, Selection
 from ..output import OutputView
-from ..widgets import DetailPane, HypothesisTree, LiveRun, RunPane, Timeline, TitleBar
+from ..widgets import DetailPane, Guide, HintBar, HypothesisTree, Legend, LiveRun, RunPane, Timeline, TitleBar
 
 __all__ = ["BrowseScreen"]
 
@@ -27,8 +28,17 @@ class BrowseScreen(Screen):
 
     MODE = ""  # shown in the title bar
     EMPTY_RUN = "no run yet"
+    # keys both screens have; each screen adds its own (all are in the ? panel)
+    COMMON_BINDINGS = [
+        Binding("question_mark", "toggle_keys", "keys", id="keys", key_display="?", tooltip="Show or hide every key of the focused pane"),
+        Binding("z", "zoom", "zoom", id="zoom", show=False, tooltip="Give the focused pane the whole screen (z or esc: back)"),
+        Binding("less_than_sign", "tree_width(-5)", "narrower tree", id="tree.narrower", key_display="<", show=False),
+        Binding("greater_than_sign", "tree_width(5)", "wider tree", id="tree.wider", key_display=">", show=False),
+        Binding("w", "wrap", "wrap lines", id="wrap", show=False, tooltip="Wrap the output's long lines, or scroll them sideways"),
+        Binding("h", "toggle_hint", "hint", id="hint", show=False, tooltip="Hide or show the hint over the panes"),
+    ]
 
-    def __init__(self, hint: str | None = None) -> None:
+    def __init__(self, hint: str | Guide | None = None) -> None:
         super().__init__()
         self.selection = Selection("none")
         self.shown_run: int | None = None
@@ -64,9 +74,11 @@ class BrowseScreen(Screen):
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
         if self.hint:
-            yield Static(self.hint, id="hint")
+            yield HintBar(id="hint")
         with Horizontal(id="top"):
-            yield HypothesisTree("investigation", id="tree")
+            with Vertical(id="tree-column"):
+                yield HypothesisTree("investigation", id="tree")
+                yield Legend(id="legend")
             yield DetailPane(id="detail-pane")
         yield RunPane(id="output-pane")
         yield from self.compose_extra()
@@ -89,6 +101,12 @@ class BrowseScreen(Screen):
         self.query_one(Timeline).show(self.state)
         self.update_title()
         self.update_run_header()
+        if self.hint:
+            self.query_one(HintBar).show(self.hint, self.state, self.app.workspace.root)
+
+    def action_toggle_hint(self) -> None:
+        for bar in self.query(HintBar):
+            bar.set_class(not bar.has_class("-hidden"), "-hidden")
 
     def update_detail(self) -> None:
         self.query_one(DetailPane).show(self.state, self.selection, self.step())
@@ -141,7 +159,35 @@ class BrowseScreen(Screen):
         self.run_pane.view.focus()
 
     def key_escape(self) -> None:
-        self.run_pane.close_search()
+        if self.run_pane.close_search():
+            return
+        if self.query(HelpPanel):
+            self.app.action_hide_help_panel()
+        elif self.maximized is not None:
+            self.minimize()
+
+    def action_toggle_keys(self) -> None:
+        if self.query(HelpPanel):
+            self.app.action_hide_help_panel()
+        else:
+            self.app.action_show_help_panel()
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        elif self.focused is not None:
+            target = self.focused
+            if isinstance(target, Tree):
+                target = self.query_one("#tree-column")
+            self.maximize(target)
+
+    def action_tree_width(self, delta: int) -> None:
+        column = self.query_one("#tree-column")
+        now = column.size.width or 40
+        column.styles.width = max(20, min(now + delta, self.size.width - 30))
+
+    def action_wrap(self) -> None:
+        self.run_pane.view.action_toggle_wrap()
 
     def action_export(self) -> None:
         self.notify("writing postmortem.md …")
@@ -159,6 +205,7 @@ class BrowseScreen(Screen):
         finally:
             snapshot.close()
         self.app.call_from_thread(self.notify, f"wrote {written} (full outputs in {written.stem}-output/)")
+        self.app.call_from_thread(self.refresh_all)  # a guide's last step may be this
 
     def selection_commands(self) -> list[tuple[str, str, Any]]:
         """(name, help, callback) for the command palette: what the selection allows now."""

@@ -20,6 +20,7 @@ from sleuth.sessions import (
     record_remedy,
     remedy_inputs,
     request_for_probe,
+    request_for_shell,
     run_probe,
     run_to_verify,
     verify_params,
@@ -29,7 +30,7 @@ from textual import work
 from textual.binding import Binding
 
 from ...errors import HypothesisError, ProbesError, SessionError
-from ...views import NextStep, Selection, next_step
+from ...views import NextStep, Selection, next_step, retest_prompt
 from ..dialogs import AddDialog, ConfirmDialog, RemedyDialog, RetestDialog, TargetDialog
 from ..widgets import LiveRun
 from .browse import BrowseScreen
@@ -51,6 +52,7 @@ class InvestigationScreen(BrowseScreen):
         Binding("b", "baseline", "baseline", id="baseline", show=False, tooltip="Mark the shown run as its target's baseline"),
         Binding("o", "focus_output", "output", id="focus_output", show=False, tooltip="Move to the output view"),
         Binding("q", "quit", "quit", id="quit", tooltip="Quit (the session is saved as you go; a running probe is asked about)"),
+        *BrowseScreen.COMMON_BINDINGS,
     ]
     EMPTY_RUN = "no run yet — select a probe and press r"
 
@@ -71,7 +73,33 @@ class InvestigationScreen(BrowseScreen):
         return self.app.inv.state
 
     def step(self) -> NextStep:
-        return next_step(self.state, self.selection.hypothesis, self.app.probes, self.app.target.name, self.app.config.params_for)
+        """The next step the detail shows, and what r does: one answer for both. On a probe
+        or a run it is that probe (again); on a hypothesis, the suggested one."""
+        st, sel = self.state, self.selection
+        if sel.kind == "run" and sel.run in st.runs:
+            run = st.runs[sel.run]
+            if run.kind == "shell":
+                return NextStep("run", "r", f"re-run #{run.id}'s shell command: {run.params.get('cmd', '')}",
+                                probe="shell", params={"cmd": run.params.get("cmd", "")})
+            if run.probe in self.app.probes:
+                return NextStep("run", "r", f"re-run #{run.id} {run.probe}{self._retest_note(run.probe, run.params)}",
+                                probe=run.probe, hypothesis=sel.hypothesis, params=dict(run.params))
+        if sel.kind == "probe" and sel.id in self.app.probes:
+            params = self.app.config.params_for(sel.id)
+            return NextStep("run", "r", f"run {sel.id}{self._retest_note(sel.id, params)}", probe=sel.id,
+                            hypothesis=sel.hypothesis)
+        return next_step(st, sel.hypothesis, self.app.probes, self.app.target.name, self.app.config.params_for)
+
+    def _retest_note(self, probe: str, params: dict[str, Any]) -> str:
+        """" (as last reported, a retest of #4: sleuth will ask)" when it looks like one (the
+        run itself measures the state first, and only then asks)."""
+        asked = {k: v for k, v in params.items() if k != "baseline_run"}
+        request = request_for_probe(self.inv, self.app.probes[probe], self.app.target, self.app.config.params_for(probe, asked))
+        check = self.state.check_before_run(request.probe, request.params, self.app.target.name,
+                                            definition=self.app.target.definition(), stochastic=request.stochastic)
+        if check.retest_of is not None:
+            return f" (as last reported, a retest of #{check.retest_of.id}: sleuth will ask)"
+        return ""
 
     def live(self) -> LiveRun | None:
         if self.live_run is None:
@@ -92,16 +120,6 @@ class InvestigationScreen(BrowseScreen):
 
     # ---------------------------------------------------------------- runs
 
-    def _probe_for_selection(self) -> tuple[str | None, dict[str, Any]]:
-        """The probe r runs, and parameters over its own (the next step may ask for more trials)."""
-        sel = self.selection
-        if sel.kind == "probe":
-            return sel.id, {}
-        if sel.kind == "run" and sel.run in self.state.runs:
-            return self.state.runs[sel.run].probe, {}
-        step = self.step()
-        return (step.probe, dict(step.params or {})) if step.action == "run" else (None, {})
-
     def action_run(self) -> None:
         if self.live_run is not None:
             self.notify(f"run #{self.live_run} is still going; [x] cancels it", severity="warning")
@@ -109,11 +127,16 @@ class InvestigationScreen(BrowseScreen):
         if self._starting:
             self.notify("reading the target's state before the run…", severity="warning")
             return
-        probe, params = self._probe_for_selection()
-        if probe is None or probe not in self.app.probes:
-            self.notify("select a probe (▷) to run, or a hypothesis with a next step", severity="warning")
+        step = self.step()  # what the detail's "next:" says is what r does
+        if step.action != "run" or step.probe is None:
+            self.notify("select a probe (▷) or a run to run, or a hypothesis with a next step", severity="warning")
             return
-        self.start_probe(probe, params)
+        if step.probe == "shell":
+            self._starting = True
+            self._run_worker(request_for_shell(str((step.params or {}).get("cmd", ""))))
+            return
+        params = {k: v for k, v in (step.params or {}).items() if k != "baseline_run"}
+        self.start_probe(step.probe, params)
 
     def start_probe(self, probe: str, extra: dict[str, Any] | None = None) -> None:
         target = self.app.target
@@ -135,14 +158,9 @@ class InvestigationScreen(BrowseScreen):
                 return
             force = False
             if check.flagged:
-                message = self.inv.describe_check(check, now=self.app.clock())
-                earlier = ""
-                if check.retest_of is not None:
-                    e = check.retest_of
-                    fields = ", ".join(f"{k}={v}" for k, v in sorted(e.result.items()))[:300]
-                    earlier = f"#{e.id} {e.probe}: {e.classification} — {fields}"
+                headline, points, earlier, question = retest_prompt(self.state, check, self.app.clock())
                 self.refresh_all()  # the state read is in the timeline already
-                if not await self.app.push_screen_wait(RetestDialog(message[:1].upper() + message[1:], earlier)):
+                if not await self.app.push_screen_wait(RetestDialog(headline, points, earlier, question)):
                     self.inv.decline_run(request.probe, request.params, target.name, check)
                     self.notify("not run; the declined retest is in the timeline")
                     self.refresh_all()
@@ -217,9 +235,9 @@ class InvestigationScreen(BrowseScreen):
         root = self.app.workspace.root
         return (root / target.code_local) if target.code_local else root
 
-    def action_remedy(self) -> None:
+    def action_remedy(self, name: str | None = None) -> None:
         sel = self.selection
-        remedy = sel.id if sel.kind == "remedy" else None
+        remedy = name or (sel.id if sel.kind == "remedy" else None)
         hyp = sel.hypothesis
         if remedy is None and hyp in self.state.hypotheses:
             remedies = self.state.hypotheses[hyp].remedies
@@ -401,7 +419,12 @@ class InvestigationScreen(BrowseScreen):
                 out.append((f"Run {p} on {self.app.target.name}", self.app.probes[p].title, lambda p=p: self.start_probe(p)))
         if h in st.hypotheses:
             for r in st.hypotheses[h].remedies:
-                out.append((f"Preview remedy {r}", f"for {st.hypotheses[h].title}", self.action_remedy))
+                applied = [a for a in st.applications.values() if a.remedy == r and a.active]
+                if applied:
+                    out.append((f"Revert remedy {r} (application #{applied[-1].id})", "put the file's original bytes back",
+                                lambda r=r: self.action_remedy(r)))
+                else:
+                    out.append((f"Preview remedy {r}", f"for {st.hypotheses[h].title}", lambda r=r: self.action_remedy(r)))
             out.append((f"Add a note about {h}", "a line in the timeline", self.action_add))
         if self.shown_run is not None:
             out.append((f"Mark run #{self.shown_run} as the baseline", "env-fingerprint compares against it", self.action_baseline))

@@ -31,6 +31,7 @@ class ReplayScreen(BrowseScreen):
         Binding("q", "app.quit", "quit", id="quit"),
         Binding("tab", "app.focus_next", "next pane", show=False),
         Binding("shift+tab", "app.focus_previous", "previous pane", show=False),
+        *BrowseScreen.COMMON_BINDINGS,
     ]
 
     def __init__(self, events: list[Event], at: int | None = None, hint: str | None = None) -> None:
@@ -54,7 +55,7 @@ class ReplayScreen(BrowseScreen):
 
     def refresh_all(self) -> None:
         super().refresh_all()
-        self.query_one(Scrubber).show(self.events, self.at)
+        self.query_one(Scrubber).show(self.events, self.at, self._state)
 
     def _go(self, k: int) -> None:
         k = max(0, min(len(self.events), k))
@@ -67,9 +68,12 @@ class ReplayScreen(BrowseScreen):
             self._state = InvestigationState.fold(self.events[:k])
         self.at = k
         self.refresh_all()
+        # the output follows the scrubber: the run event k is about, else the newest run at k
         runs = self._state.runs
-        if self.shown_run not in runs:
-            self.show_output(max(runs, default=None))
+        about = self.events[k - 1].data.get("run") if k else None
+        run = about if isinstance(about, int) and about in runs else max(runs, default=None)
+        if run != self.shown_run:
+            self.show_output(run)
         else:
             self.update_run_header()
 
