@@ -195,12 +195,26 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
             run = st.runs[sel.run]
             text.append(f"run #{run.id} · {run.probe} on {run.target}\n", style="bold")
             text.append(f"{run.classification or 'running'}: {run.reason}\n")
+            if step is not None and step.action != "none":
+                text.append("next:     ", style="bold dim")
+                text.append(step.text, style="bold")
+                text.append(f"  [{step.key}]\n", style="bold cyan")
             return text
         text.append("Select a symptom or a hypothesis on the left.", style="dim")
         return text
     hyp = st.hypotheses[h]
     status = st.status(h)
     parent = st.parent(h)
+    if sel.kind == "probe":  # say what is selected: the probe, and the hypothesis it tests
+        runs = [r.id for r in st.runs.values() if r.probe == sel.id]
+        text.append(f"probe ▷ {sel.id}", style="bold cyan")
+        text.append(f" · tests {hyp.title}" + (f" · runs {', '.join(f'#{r}' for r in runs[-5:])}" if runs else " · not run yet")
+                    + "\n", style="dim")
+    elif sel.kind == "remedy":
+        applied = [a for a in st.applications.values() if a.remedy == sel.id and a.active]
+        text.append(f"remedy ✚ {sel.id}", style="bold cyan")
+        text.append(f" · addresses {hyp.title}" + (f" · applied (#{applied[-1].id})" if applied else " · not applied") + "\n",
+                    style="dim")
     text.append(f"{st.hypotheses[parent].title} · " if parent else "", style="dim")
     text.append(hyp.title, style="bold")
     text.append(f"   {status.upper()} {GLYPHS[status]}\n", style=STATUS_STYLE[status] or "bold")

@@ -83,7 +83,7 @@ class Legend(Static):
     """What the tree's glyphs mean, always under it."""
 
     def on_mount(self) -> None:
-        self.update(Text(STATUS_LEGEND + "  ▷ probe  ✚ remedy", style="dim", no_wrap=True, overflow="ellipsis"))
+        self.update(Text(STATUS_LEGEND, style="dim", no_wrap=True, overflow="ellipsis"))
 
 
 class TitleBar(Static):

@@ -68,10 +68,12 @@ class ReplayScreen(BrowseScreen):
             self._state = InvestigationState.fold(self.events[:k])
         self.at = k
         self.refresh_all()
-        # the output follows the scrubber: the run event k is about, else the newest run at k
+        # the output follows the scrubber: the run event k is about (or the earlier run a flag
+        # names, when its own has not begun), else the newest run at k
         runs = self._state.runs
-        about = self.events[k - 1].data.get("run") if k else None
-        run = about if isinstance(about, int) and about in runs else max(runs, default=None)
+        data = self.events[k - 1].data if k else {}
+        about = [r for r in (data.get("run"), data.get("earlier")) if isinstance(r, int) and r in runs]
+        run = about[0] if about else max(runs, default=None)
         if run != self.shown_run:
             self.show_output(run)
         else:
