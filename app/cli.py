@@ -275,8 +275,6 @@ def cmd_output(args: argparse.Namespace) -> int:
 def _session_path(explicit: str | None) -> Path:
     """The session file *explicit* names (a file, or a directory: its newest investigation),
     else the current one."""
-    if explicit is not None and Path(explicit).is_dir():
-        return Workspace.newest_in(Path(explicit))
     return Workspace.find().resolve(explicit)
 
 

@@ -92,17 +92,26 @@ class Config:
     probe_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     # [remedies.NAME] tables: e.g. precompile's shapes, when no fx-trace-state run recorded them
     remedy_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # targets whose table has a mistake: a warning until someone asks for one (then the error)
+    broken: dict[str, ConfigError] = field(default_factory=dict)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{exc} (target {name} cannot be used until this is fixed)" for name, exc in self.broken.items()]
 
     def params_for(self, probe: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
         return {**self.probe_params.get(probe, {}), **(given or {})}
 
     def target(self, name: str) -> Target:
+        if name in self.broken:
+            raise self.broken[name]
         if name not in self.targets:
             known = ", ".join(self.targets)
             if self.path is None:
                 raise ConfigError(None, None, None, f"no target {name!r}: there is no sleuth.toml here, so only "
                                   f"{known} exists (sleuth init writes one to add targets to)")
-            raise ConfigError(self.path, None, None, f"no target {name!r} in it; targets: {known}")
+            unusable = f"; {', '.join(self.broken)} in it cannot be used (see the warning)" if self.broken else ""
+            raise ConfigError(None, None, None, f"no target {name!r}; targets: {known} (from {self.path}{unusable})")
         return self.targets[name]
 
 
@@ -164,12 +173,18 @@ def load_config(path: Path | str | None) -> Config:
     raw = doc.get("targets", {})
     if not isinstance(raw, dict):
         raise ConfigError(path, 1, 1, "targets must be a table of [targets.NAME] tables")
+    broken: dict[str, ConfigError] = {}
     for name, table in raw.items():
         if not _NAME.match(name):
             raise loc.error(name, None, f"targets.{name}: a target name is letters, digits, '.', '-', '_'")
         if not isinstance(table, dict):
             raise loc.error(name, None, f"targets.{name} must be a table")
-        targets[name] = _target(name, table, loc)
+        try:
+            targets[name] = _target(name, table, loc)
+        except ConfigError as exc:  # blocks only what uses this target; a warning for the rest
+            broken[name] = exc
+    for warning in [f"{exc} (target {name} cannot be used until this is fixed)" for name, exc in broken.items()]:
+        _warn(warning)
     probe_params: dict[str, dict[str, Any]] = {}
     for probe, table in (doc.get("probes") or {}).items():
         if not isinstance(table, dict):
@@ -186,7 +201,17 @@ def load_config(path: Path | str | None) -> Config:
             raise ConfigError(path, line, 1, f"remedies.{remedy}.shapes: a list of shape tables "
                               "(as fx-trace-state records them: q, k, v, block_mask, grad)")
         remedy_params[remedy] = dict(table)
-    return Config(path, targets, probe_params, remedy_params)
+    return Config(path, targets, probe_params, remedy_params, broken)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn(message: str) -> None:
+    """Once per process, on stderr (before any screen opens: config is read first)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"sleuth: warning: {message}", file=sys.stderr)
 
 
 def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:

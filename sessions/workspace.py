@@ -85,7 +85,7 @@ class Workspace:
         only `init` and `new` start one; reading never does)."""
         catalog = self.catalog()
         if explicit is not None:
-            return Investigation.open(explicit, catalog)
+            return Investigation.open(self.resolve(explicit), catalog)
         path = self.current_path()
         if path is None:
             if not create:
@@ -108,8 +108,10 @@ class Workspace:
         return found[-1]
 
     def resolve(self, explicit: Path | str | None) -> Path:
+        """*explicit* (a session file, or a directory: its newest investigation), else the
+        current investigation."""
         if explicit is not None:
-            return Path(explicit)
+            return self.newest_in(Path(explicit)) if Path(explicit).is_dir() else Path(explicit)
         path = self.current_path()
         if path is None:
             raise InvestigationError(f"no investigation in {self.root} or above it; start one with `sleuth init` "

@@ -117,9 +117,12 @@ def test_bad_input_is_one_line_exit_2_and_nothing_touched(here):
     lines = len(good_toml.splitlines())
     assert proc.returncode == 2 and f"sleuth.toml:{lines + 3}:" in proc.stderr
     (here / "sleuth.toml").write_text(good_toml + '\n[targets.gpu]\nssh = "gpu"\ncontainer = { kind = "pctt", id = "200" }\n')
-    proc = sleuth(here, "hypotheses", check=False)
+    proc = sleuth(here, "hypotheses", check=False)  # uses no target: a warning naming the line
+    assert proc.returncode == 0
+    assert f"warning: {here / 'sleuth.toml'}:{lines + 4}:1: targets.gpu.container.kind: 'pctt' is not one of" in proc.stderr
+    proc = sleuth(here, "probe", "run", "cache-inventory", "--target", "gpu", check=False)  # uses it: exit 2
     assert proc.returncode == 2
-    assert f"sleuth.toml:{lines + 4}:1: targets.gpu.container.kind: 'pctt' is not one of" in proc.stderr
+    assert f"error: {here / 'sleuth.toml'}:{lines + 4}:1: targets.gpu.container.kind: 'pctt' is not one of" in proc.stderr
     (here / "sleuth.toml").write_text(good_toml)
     # unknown run, bad run number
     assert sleuth(here, "baseline", "#9", check=False).returncode == 2
@@ -192,3 +195,72 @@ def test_reading_never_creates_and_a_subdirectory_finds_its_project(here):
     assert not (sub / ".sleuth").exists()  # found the project's investigation above, as git would
     notes = [e for e in json.loads(sleuth(here, "events", "--json").stdout) if e["kind"] == "note.added"]
     assert [n["data"]["text"] for n in notes] == ["seen from a subdirectory"]
+
+
+def test_output_prints_a_runs_stored_output_plain_and_greps_it(here):
+    sleuth(here, "init")
+    script = "for i in 1 2 3; do echo out-$i; done; echo 'err: hidden_size=4096' >&2; printf 'é ✓\\n'"
+    sleuth(here, "probe", "run", "--shell", script)
+    both = sleuth(here, "output", "1").stdout.splitlines()
+    assert both[:3] == ["out-1", "out-2", "out-3"] and "err: hidden_size=4096" in both and "é ✓" in both
+    assert sleuth(here, "output", "#1", "--stream", "stderr").stdout == "err: hidden_size=4096\n"
+    grep = sleuth(here, "output", "1", "--grep", r"out-[23]", "-n").stdout.splitlines()
+    assert [line.split(":", 1)[1] for line in grep] == ["out-2", "out-3"] and grep[0].split(":")[0].isdigit()
+    assert sleuth(here, "output", "1", "--grep", "HIDDEN", "-i").stdout.strip() == "err: hidden_size=4096"
+    assert sleuth(here, "output", "1", "--grep", "nowhere", check=1).stdout == ""  # as grep: nothing matched
+    for args, words in ((["output", "9"], "no run #9"), (["output", "x"], "is not a run number"),
+                        (["output", "1", "--grep", "("], "not a regular expression")):
+        proc = sleuth(here, *args, check=2)
+        assert words in proc.stderr and proc.stdout == ""
+    # the run's report names the command, and a pipe that closes early is no error
+    report = sleuth(here, "probe", "run", "--shell", "seq 1 100000").stdout
+    assert "full output: sleuth output 2" in report
+    head = subprocess.run(f"{SLEUTH} output 2 | head -3", shell=True, cwd=here, capture_output=True, text=True, timeout=60)
+    assert head.stdout.split() == ["1", "2", "3"] and "Traceback" not in head.stderr and "BrokenPipe" not in head.stderr
+
+
+def test_symptom_list_remove_and_hypothesis_remove_are_recorded(here):
+    sleuth(here, "init")
+    sleuth(here, "symptom", "add", "fx-trace-error")
+    sleuth(here, "symptom", "add", "oom-at-stpe-40")  # a typo
+    listed = sleuth(here, "symptom", "list").stdout
+    assert "fx-trace-error" in listed and "explained by compile-race" in listed and "oom-at-stpe-40" in listed
+    sleuth(here, "symptom", "remove", "oom-at-stpe-40")
+    assert [s["id"] for s in json.loads(sleuth(here, "symptom", "list", "--json").stdout)] == ["fx-trace-error"]
+    sleuth(here, "hypothesis", "add", "stale-pyc", "--title", "stale bytecode", "--competes", "compile-race")
+    sleuth(here, "hypothesis", "remove", "stale-pyc")
+    assert "stale-pyc" not in [h["id"] for h in json.loads(sleuth(here, "hypotheses", "--json").stdout)]
+    proc = sleuth(here, "hypothesis", "remove", "compile-race", check=2)  # others refine it
+    assert "concurrent-compile, concurrent-fx-trace refine compile-race" in proc.stderr
+    assert "no symptom 'nope'" in sleuth(here, "symptom", "remove", "nope", check=2).stderr
+    # the log says it in words; replay before the removal still has them
+    events = sleuth(here, "events").stdout
+    assert "symptom removed: oom-at-stpe-40" in events and "hypothesis removed: stale-pyc" in events
+    total = len(json.loads(sleuth(here, "events", "--json").stdout))
+    before = json.loads(sleuth(here, "replay", "--at", str(total - 1), "--json").stdout)
+    assert "stale-pyc" in [h["id"] for h in before["hypotheses"]]
+
+
+def test_events_name_each_runs_probe_and_commands_take_a_project_directory(here, tmp_path):
+    sleuth(here, "init")
+    sleuth(here, "probe", "run", "cache-inventory")
+    events = sleuth(here, "events").stdout
+    assert "run #1 cache-inventory started on local" in events and "#1 cache-inventory completed in" in events
+    assert "application.verified" not in events.split("\n")[0]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for args in (["replay", str(here), "--text"], ["replay", str(here / ".sleuth"), "--text"], ["events", "--session", str(here)]):
+        out = sleuth(elsewhere, *args).stdout
+        assert "cache-inventory" in out or "compile-race" in out, args
+    assert "no investigation in it" in sleuth(elsewhere, "replay", str(elsewhere), "--text", check=2).stderr
+
+
+def test_probe_list_shows_parameters_their_defaults_and_sleuth_toml(here):
+    sleuth(here, "init")
+    with open(here / "sleuth.toml", "a") as f:
+        f.write('\n[probes.compile-race]\ntrials = 7\n')
+    out = sleuth(here, "probe", "list").stdout
+    assert "params: entry = \"examples/drafter/train.py\"" in out
+    assert "trials = 7 (sleuth.toml; default 3)" in out and "threads = 4" in out
+    rows = {r["id"]: r for r in json.loads(sleuth(here, "probe", "list", "--json").stdout)}
+    assert rows["compile-race"]["params"]["trials"] == 3 and rows["compile-race"]["configured"] == {"trials": 7}

@@ -107,11 +107,27 @@ def test_probe_run_bad_input_is_exit_2(project):
 def test_bad_target_names_key_and_line(tmp_path, body, line, words):
     path = tmp_path / "sleuth.toml"
     path.write_text("# targets\n[targets.bad]\n" + body)
+    config = load_config(path)  # a broken target blocks only what uses it
     with pytest.raises(ConfigError) as err:
-        load_config(path)
+        config.target("bad")
     assert err.value.line == line, str(err.value)
     assert words in str(err.value)
     assert str(err.value).startswith(f"{path}:{line}:")
+
+
+def test_an_unknown_key_in_an_unused_target_warns_and_a_wrong_target_lists_the_targets(project):
+    config = project / "sleuth.toml"
+    config.write_text(config.read_text() + '\n[targets.old]\nssh = "gpu1"\npyhton = "/usr/bin/python3"\n')
+    line = config.read_text().splitlines().index('pyhton = "/usr/bin/python3"') + 1
+    proc = sleuth(project, "hypotheses", check=False)  # uses no target: works, with a warning
+    assert proc.returncode == 0 and "compile-race" in proc.stdout
+    assert f"sleuth: warning: {config}:{line}:1: targets.old.pyhton: unknown key" in proc.stderr
+    proc = sleuth(project, "probe", "run", "cache-inventory", "--target", "old", check=False)  # uses it: the error
+    assert proc.returncode == 2 and f"sleuth: error: {config}:{line}:1: targets.old.pyhton: unknown key" in proc.stderr
+    proc = sleuth(project, "probe", "run", "cache-inventory", "--target", "nowhere", check=False)
+    assert proc.returncode == 2
+    err = proc.stderr.splitlines()[-1]
+    assert err.startswith("sleuth: error: no target 'nowhere'; targets: local") and ":1:1" not in err
 
 
 def test_good_config_parses_every_key(tmp_path):

@@ -328,3 +328,32 @@ async def test_r_on_a_shell_run_runs_its_command_again(tmp_path: Path):
         assert "sleuth-shell-42" in "\n".join(screen.query_one(OutputView).visible_text())
         timeline = screen.query_one("#timeline", OptionList)
         assert timeline.option_count >= 2
+
+
+async def test_panes_zoom_and_the_tree_resizes(tmp_path: Path):
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    app = SleuthApp.live(ws, path)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        column = screen.query_one("#tree-column")
+        width = column.region.width
+        await pilot.press("greater_than_sign", "greater_than_sign")
+        await pilot.pause()
+        assert column.region.width == width + 10
+        await pilot.press("less_than_sign")
+        await pilot.pause()
+        assert column.region.width == width + 5
+        await pilot.press("z")  # the tree (with its legend) takes the screen
+        await pilot.pause()
+        assert screen.maximized is column and column.region.height > 25
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.maximized is None
+        await pilot.press("o", "z")  # the output, zoomed
+        await pilot.pause()
+        assert screen.maximized is screen.query_one(OutputView)
+        await pilot.press("z")
+        await pilot.pause()
+        assert screen.maximized is None

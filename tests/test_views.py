@@ -62,3 +62,23 @@ def test_timeline_rows_are_in_time_order_with_flags_marked(inv):
         (2, True, "⚑ circular-retest"),  # the flag comes before the run it flagged
         (2, False, "#2 env-fingerprint"),
     ]
+
+
+def test_a_run_that_verified_a_remedy_is_marked_in_the_tree_and_the_timeline():
+    from sleuth.app.views import run_label, timeline_rows
+    from sleuth.hypotheses import Event, InvestigationState
+
+    events = [
+        Event(1, 0.0, "investigation.created", {"title": "t"}),
+        Event(2, 1.0, "run.started", {"run": 1, "probe": "compile-race", "params": {}, "target": "local", "kind": "probe", "check_key": "a"}),
+        Event(3, 2.0, "run.finished", {"run": 1, "classification": "completed", "reason": "", "result": {}, "records": []}),
+        Event(4, 3.0, "remedy.applied", {"application": 1, "remedy": "lock", "hypothesis": "compile-race", "target": "local", "files": []}),
+        Event(5, 4.0, "run.started", {"run": 2, "probe": "compile-race", "params": {}, "target": "local", "kind": "probe", "check_key": "a"}),
+        Event(6, 5.0, "run.finished", {"run": 2, "classification": "completed", "reason": "", "result": {}, "records": []}),
+        Event(7, 5.0, "application.verified", {"application": 1, "run": 2, "hypothesis": "compile-race", "outcome": "fixed", "strength": "strong"}),
+    ]
+    st = InvestigationState.fold(events)
+    assert "✔ verified lock #1: fixed (strong)" in str(run_label(st, 2))
+    assert "verified" not in str(run_label(st, 1))
+    rows = [str(line) for _ts, line, run, _flag in timeline_rows(st) if run == 2]
+    assert rows and "✔ verified lock #1: fixed (strong)" in rows[0]

@@ -38,7 +38,7 @@ from ..views import (
 )
 from .output import OutputView
 
-__all__ = ["DetailPane", "Guide", "GuideStep", "HintBar", "HypothesisTree", "Legend", "LiveRun", "RunPane", "Scrubber", "Timeline", "TitleBar"]
+__all__ = ["DetailPane", "Guide", "GuideStep", "HintBar", "HypothesisTree", "Legend", "LiveRun", "RunPane", "Scrubber", "Timeline", "TitleBar", "TreeColumn"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -77,6 +77,12 @@ class HintBar(Static):
             text.append(hint.steps[todo].text)
         text.append("   h hides this", style="dim")
         self.update(text)
+
+
+class TreeColumn(Vertical):
+    """The tree and its legend: zoomed (z) together."""
+
+    ALLOW_MAXIMIZE = True
 
 
 class Legend(Static):

@@ -12,13 +12,13 @@ from sleuth.sessions import Investigation, SessionError, write_postmortem
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, HelpPanel, Tree
 
 from ...views import NextStep, Selection
 from ..output import OutputView
-from ..widgets import DetailPane, Guide, HintBar, HypothesisTree, Legend, LiveRun, RunPane, Timeline, TitleBar
+from ..widgets import DetailPane, Guide, HintBar, HypothesisTree, Legend, LiveRun, RunPane, Timeline, TitleBar, TreeColumn
 
 __all__ = ["BrowseScreen"]
 
@@ -76,7 +76,7 @@ class BrowseScreen(Screen):
         if self.hint:
             yield HintBar(id="hint")
         with Horizontal(id="top"):
-            with Vertical(id="tree-column"):
+            with TreeColumn(id="tree-column"):
                 yield HypothesisTree("investigation", id="tree")
                 yield Legend(id="legend")
             yield DetailPane(id="detail-pane")
@@ -178,12 +178,12 @@ class BrowseScreen(Screen):
         elif self.focused is not None:
             target = self.focused
             if isinstance(target, Tree):
-                target = self.query_one("#tree-column")
-            self.maximize(target)
+                target = self.query_one(TreeColumn)
+            self.maximize(target, container=False)
 
     def action_tree_width(self, delta: int) -> None:
         column = self.query_one("#tree-column")
-        now = column.size.width or 40
+        now = column.outer_size.width or 40
         column.styles.width = max(20, min(now + delta, self.size.width - 30))
 
     def action_wrap(self) -> None:
