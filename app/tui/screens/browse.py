@@ -18,7 +18,18 @@ from textual.widgets import Footer, HelpPanel, Tree
 
 from ...views import NextStep, Selection
 from ..output import OutputView
-from ..widgets import DetailPane, Guide, HintBar, HypothesisTree, Legend, LiveRun, RunPane, Timeline, TitleBar, TreeColumn
+from ..widgets import (
+    DetailPane,
+    Guide,
+    HintBar,
+    HypothesisTree,
+    Legend,
+    LiveRun,
+    RunPane,
+    Timeline,
+    TitleBar,
+    TreeColumn,
+)
 
 __all__ = ["BrowseScreen"]
 
