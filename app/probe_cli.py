@@ -9,9 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sleuth.probes import build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from sleuth.probes import AgentPool, build_program, builtin_probes, load_config, new_nonce, probe_from_file
 from sleuth.probes.runner import chain_for
-from sleuth.sessions import CircularRetest, Investigation, Workspace, request_for_probe, request_for_shell, run_probe
+from sleuth.sessions import (
+    CircularRetest,
+    Investigation,
+    Workspace,
+    request_for_probe,
+    request_for_shell,
+    run_fleet,
+    run_probe,
+)
 
 from .errors import UsageError
 
@@ -92,6 +100,10 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
     target = config.target(args.target)
     probe = _probe(args)
     params = config.params_for(probe.id if probe else "", _params(args.param))
+    if target.fleet is not None:
+        if probe is None:
+            raise UsageError(f"{target.name} is a fleet: give a probe (a shell command runs on one target)")
+        return _run_fleet(ws, config, target, probe, _params(args.param), args)
     with ws.open(args.session) as inv:
         request = request_for_shell(args.shell) if args.shell else request_for_probe(inv, probe, target, params)
         live = None if args.json or args.quiet else _echo
@@ -106,6 +118,45 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
                 print(f"sleuth: circular retest: {flag}; not run (pass --force to run it anyway)", file=sys.stderr)
                 return EXIT_RETEST
         return _report(inv, report, args.json)
+
+
+def _run_fleet(ws: Workspace, config, fleet, probe, params: dict, args: argparse.Namespace) -> int:
+    """One probe on every member at once; the comparison, the odd ones named."""
+    async def go():
+        agents = AgentPool()
+        try:
+            return await run_fleet(inv, config, fleet, probe, params, agents=agents, force=args.force)
+        finally:
+            await agents.close()
+
+    with ws.open(args.session) as inv:
+        report = asyncio.run(go())
+        comparison = report.comparison
+        assert comparison is not None
+        if args.json:
+            print(json.dumps({"fleet": fleet.name, "members": [m.name for m in report.members],
+                              "runs": {m: r.run for m, r in report.reports.items()}, "reused": report.reused,
+                              "comparison": comparison.to_dict(), "headline": comparison.headline(),
+                              "sentences": [s.sentence(len(comparison.runs)) for s in comparison.spreads],
+                              "evidence": [{"member": m, "run": r, "verdict": "supports", "hypothesis": "version-drift"}
+                                           for m, r in report.evidence]}, indent=2, default=str))
+        else:
+            print(f"{fleet.name}: {len(report.members)} members ({fleet.fleet.describe()}) · {probe.id}")
+            for member in report.members:
+                if member.name in report.reports:
+                    r = inv.state.runs[report.reports[member.name].run]
+                    print(f"  #{r.id:<4} {member.name:<28} {r.classification}" + (f" — {r.reason}" if r.classification != "completed" else ""))
+                elif member.name in report.reused:
+                    print(f"  #{report.reused[member.name]:<4} {member.name:<28} not run again: the same state as then; its answer stands")
+            print(f"\n{comparison.headline()}")
+            for spread in comparison.spreads[:30]:
+                print(f"  {'⚠' if spread.drift else ' '} {spread.sentence(len(comparison.runs))}")
+            if len(comparison.spreads) > 30:
+                print(f"  … and {len(comparison.spreads) - 30} more (--json has them all)")
+            for member, run in report.evidence:
+                print(f"  supports version-drift: {member} (#{run}) differs in what the code runs on")
+    answered = len(comparison.runs)
+    return 0 if answered and not comparison.unreachable else 1
 
 
 def _echo(stream: str, data: bytes) -> None:

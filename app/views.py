@@ -12,6 +12,7 @@ from rich.text import Text
 from sleuth.hypotheses import (
     STATUS_GLYPHS,
     Change,
+    Comparison,
     Event,
     EventKind,
     Evidence,
@@ -378,7 +379,11 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
         reason = f": {d.get('reason')}" if d.get("reason") else ""
         return f"{_probe_of(st, d.get('run'))} {d.get('classification')}{took}{reason}"
     if kind == EventKind.EVIDENCE_RECORDED:
-        return f"{_probe_of(st, d.get('run'))} {d.get('verdict')} {d.get('hypothesis')}"
+        said = f"{_probe_of(st, d.get('run'))} {d.get('verdict')} {d.get('hypothesis')}"
+        fields = d.get("fields") or {}
+        if d.get("rule") == "fleet: members disagree":
+            said += f": {fields.get('member')} differs from the fleet ({fields.get('differs')})"
+        return said
     if kind == EventKind.REMEDY_PREVIEWED:
         blocked = " (blocked)" if d.get("blocked") else ""
         return f"remedy {d.get('remedy')} previewed on {d.get('path')}{blocked}"
@@ -407,6 +412,12 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
         elif d.get("same_as"):
             said.append(f"the same state as #{d.get('same_as')}")
         return f"{d.get('target')} read" + (": " + "; ".join(said) if said else "")
+    if kind == EventKind.FLEET_EXPANDED:
+        members = [m.get("name") for m in d.get("members", [])]
+        return f"fleet {d.get('fleet')}: {len(members)} members ({d.get('how')}): {', '.join(members[:8])}" + (
+            " …" if len(members) > 8 else "")
+    if kind == EventKind.FLEET_COMPARED:
+        return f"fleet {d.get('fleet')} compared on {d.get('probe')}: {Comparison.from_dict(d).headline()}"
     return str(kind)
 
 

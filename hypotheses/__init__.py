@@ -25,6 +25,7 @@ from .catalog import (
 from .describe import ago, describe_check, describe_retest, describe_revisit, same_state, what_differed
 from .drift import Change, fingerprint_changes, state_changes
 from .errors import CatalogError, HypothesisError, MissingField, RuleError
+from .fleet import Comparison, Spread, compare, member_fields
 from .model import InvestigationState
 from .records import (
     STATUS_GLYPHS,
@@ -49,6 +50,10 @@ __all__ = [
     "BUILTIN_DIR",
     "Catalog",
     "Change",
+    "Comparison",
+    "Spread",
+    "compare",
+    "member_fields",
     "CatalogError",
     "EVIDENCE_CLASSES",
     "Event",

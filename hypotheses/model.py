@@ -74,6 +74,8 @@ class InvestigationState(StateQueries):
         # target's definition then: what the world looked like the last time this was asked
         self._last_asked: dict[tuple[str, str, str], int] = {}
         self.observations: list[dict[str, Any]] = []  # state reads before runs that told something
+        self.fleets: dict[str, dict[str, Any]] = {}  # fleet -> its latest expansion (who the members were)
+        self.comparisons: list[dict[str, Any]] = []  # fleet comparisons, in order (Comparison dicts + seq, ts)
         self._counts: dict[str, dict[str, int]] = {}  # hypothesis -> verdict -> n
         # target -> (last reported state, its part keys); None once a shell run made it unknown
         self._known_state: dict[str, tuple[dict[str, Any], dict[str, str]] | None] = {}
@@ -97,6 +99,8 @@ class InvestigationState(StateQueries):
             EventKind.NOTE_ADDED: self._note,
             EventKind.BASELINE_MARKED: self._baseline,
             EventKind.STATE_OBSERVED: self._observed,
+            EventKind.FLEET_EXPANDED: self._fleet_expanded,
+            EventKind.FLEET_COMPARED: self._fleet_compared,
         }
 
     # ---------------------------------------------------------------- folding
@@ -317,6 +321,12 @@ class InvestigationState(StateQueries):
         state = d.get("state")
         if state is not None:
             self._known_state[d["target"]] = (state, d.get("state_parts") or component_keys(state))
+
+    def _fleet_expanded(self, e: Event) -> None:
+        self.fleets[e.data["fleet"]] = {**e.data, "seq": e.seq, "ts": e.ts}
+
+    def _fleet_compared(self, e: Event) -> None:
+        self.comparisons.append({**e.data, "seq": e.seq, "ts": e.ts})
 
     def _baseline(self, e: Event) -> None:
         self.baselines[e.data["target"]] = e.data["run"]

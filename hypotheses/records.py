@@ -50,6 +50,8 @@ class EventKind(StrEnum):
     NOTE_ADDED = "note.added"
     BASELINE_MARKED = "baseline.marked"
     STATE_OBSERVED = "state.observed"
+    FLEET_EXPANDED = "fleet.expanded"
+    FLEET_COMPARED = "fleet.compared"
 
 
 @dataclass(frozen=True)

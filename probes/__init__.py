@@ -19,7 +19,7 @@ from __future__ import annotations
 from .agent import AGENT_VERSION, Agent, AgentPool
 from .catalog import ProbeDef, builtin_probes, probe_from_file
 from .classify import CLASSIFICATIONS, RunFacts, classify
-from .config import CONTAINER_KINDS, TEMPLATE, Config, Container, Target, load_config
+from .config import CONTAINER_KINDS, TEMPLATE, Config, Container, Fleet, Target, load_config
 from .errors import AgentError, ConfigError, ProbeError, ProbesError, RemedyError, TransportError
 from .hops import CD_SCRIPT, Hop, HopChain, container_prefix
 from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
@@ -51,6 +51,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Container",
+    "Fleet",
     "ExitInfo",
     "Hop",
     "HopChain",

@@ -22,7 +22,7 @@ import tomlkit.exceptions
 
 from .errors import ConfigError
 
-__all__ = ["CONTAINER_KINDS", "Config", "ConfigError", "Container", "Target", "load_config", "TEMPLATE"]
+__all__ = ["CONTAINER_KINDS", "Config", "ConfigError", "Container", "Fleet", "Target", "load_config", "TEMPLATE"]
 
 CONTAINER_KINDS = ("pct", "docker", "podman", "kubectl", "lxc-attach", "srun", "none")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -34,6 +34,34 @@ class Container:
     id: str = ""
     user: str = ""  # docker/podman --user, kubectl container (-c)
     namespace: str = ""  # kubectl -n
+    node: str = ""  # srun --nodelist (one node of the job)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What a fleet target stands for: its members, found when it is used (and recorded).
+
+    ``kind``: ``list`` (other targets, by name), ``ssh_config`` (the Host entries of an
+    OpenSSH client config matching a pattern), ``slurm`` (the nodes of a job), ``kubernetes``
+    (the pods of a label selector) or ``gpus`` (one member per CUDA device of the host)."""
+
+    kind: str
+    names: tuple[str, ...] = ()  # list
+    pattern: str = ""  # ssh_config
+    file: str = "~/.ssh/config"  # ssh_config
+    job: str = ""  # slurm
+    selector: str = ""  # kubernetes
+    namespace: str = ""  # kubernetes
+    gpus: tuple[int, ...] = ()  # gpus: these indices; () = every device nvidia-smi lists
+
+    def describe(self) -> str:
+        return {
+            "list": f"targets {', '.join(self.names)}",
+            "ssh_config": f"hosts {self.pattern!r} in {self.file}",
+            "slurm": f"the nodes of Slurm job {self.job}",
+            "kubernetes": f"the pods -l {self.selector}" + (f" -n {self.namespace}" if self.namespace else ""),
+            "gpus": f"GPUs {', '.join(map(str, self.gpus))}" if self.gpus else "every GPU of the host",
+        }[self.kind]
 
 
 @dataclass(frozen=True)
@@ -54,6 +82,7 @@ class Target:
     timeout: float = 600.0  # default run timeout of a probe
     known_hosts: str | None = None  # None: the user's ~/.ssh/known_hosts (enforced)
     origin: str = ""  # file:line
+    fleet: Fleet | None = None  # a target that stands for many members
 
     @property
     def is_local(self) -> bool:
@@ -62,7 +91,8 @@ class Target:
     def definition(self) -> dict[str, Any]:
         """What a run on this target goes through — hops, container, python, env, workdir:
         part of what a check asks (a redefined target is a new question)."""
-        container = self.container.__dict__ if self.container else None
+        # (a container's node only where it has one: definitions recorded before it stay equal)
+        container = {k: v for k, v in self.container.__dict__.items() if k != "node" or v} if self.container else None
         return {"ssh": self.ssh, "jump": list(self.jump), "port": self.port, "user": self.user, "container": container,
                 "python": self.python, "env": dict(sorted(self.env.items())), "workdir": self.workdir,
                 "code": self.code_remote if self.ssh else self.code_local}
@@ -117,8 +147,10 @@ class Config:
 
 _KEYS = {
     "ssh", "jump", "port", "user", "identity", "container", "python", "env", "workdir",
-    "code", "connect_timeout", "timeout", "known_hosts",
+    "code", "connect_timeout", "timeout", "known_hosts", "members",
 }
+_MEMBER_KEYS = {"ssh_config": "pattern", "file": None, "slurm_job": "job", "kubernetes": "selector", "namespace": None,
+                "gpus": None}
 
 
 class _Lines:
@@ -290,7 +322,45 @@ def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:
         timeout=timeouts["timeout"],
         known_hosts=need("known_hosts", str, "a path to a known_hosts file"),
         origin=f"{loc.path}:{loc.header(name)}",
+        fleet=_fleet(name, t.get("members"), loc) if "members" in t else None,
     )
+
+
+def _fleet(name: str, m: Any, loc: _Lines) -> Fleet:
+    where = f"targets.{name}.members"
+    if isinstance(m, list):
+        if not m or not all(isinstance(x, str) and _NAME.match(x) for x in m):
+            raise loc.error(name, "members", f"{where}: a list of target names, got {m!r}")
+        if name in m:
+            raise loc.error(name, "members", f"{where}: a fleet cannot be its own member")
+        return Fleet("list", names=tuple(m))
+    if not isinstance(m, dict):
+        raise loc.error(name, "members", f"{where}: a list of targets, or one of {{ ssh_config = \"gpu-*\" }}, "
+                        "{ slurm_job = \"1234\" }, { kubernetes = \"app=train\" }, { gpus = \"all\" }")
+    bad = sorted(set(m) - set(_MEMBER_KEYS))
+    if bad:
+        raise loc.error(name, "members", f"{where}.{bad[0]}: unknown key; known: {', '.join(sorted(_MEMBER_KEYS))}")
+    kinds = [k for k in ("ssh_config", "slurm_job", "kubernetes", "gpus") if k in m]
+    if len(kinds) != 1:
+        raise loc.error(name, "members", f"{where}: exactly one of ssh_config, slurm_job, kubernetes, gpus"
+                        + (f" (got {', '.join(kinds)})" if kinds else ""))
+    kind = kinds[0]
+    value = m[kind]
+    if kind == "gpus":
+        if value == "all":
+            return Fleet("gpus")
+        if not (isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)):
+            raise loc.error(name, "members", f"{where}.gpus: \"all\" or a list of device indices, got {value!r}")
+        return Fleet("gpus", gpus=tuple(value))
+    if isinstance(value, int) and not isinstance(value, bool) and kind == "slurm_job":
+        value = str(value)
+    if not isinstance(value, str) or not value:
+        raise loc.error(name, "members", f"{where}.{kind}: must be a non-empty string, got {value!r}")
+    if kind == "ssh_config":
+        return Fleet("ssh_config", pattern=value, file=str(m.get("file", "~/.ssh/config")))
+    if kind == "slurm_job":
+        return Fleet("slurm", job=value)
+    return Fleet("kubernetes", selector=value, namespace=str(m.get("namespace", "")))
 
 
 TEMPLATE = '''\

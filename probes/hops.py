@@ -35,7 +35,8 @@ def container_prefix(target: Target) -> list[str]:
     if c.kind == "lxc-attach":
         return ["lxc-attach", "-n", c.id, "--"]
     if c.kind == "srun":
-        return ["srun", "--jobid", c.id, "--overlap", "--quiet"]
+        node = ["--nodelist", c.node, "--nodes", "1", "--ntasks", "1"] if c.node else []
+        return ["srun", "--jobid", c.id, *node, "--overlap", "--quiet"]
     raise ValueError(f"unknown container kind {c.kind!r}")  # config.py refuses these first
 
 

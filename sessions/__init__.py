@@ -19,6 +19,7 @@ from __future__ import annotations
 from .capture import CaptureWriter
 from .errors import CircularRetest, ExchangeError, InvestigationError, SessionError, StoreError
 from .exchange import dump_export, export_session, import_session, run_cast
+from .fleet import FleetReport, expand_fleet, read_ssh_config, run_fleet
 from .investigation import Investigation, RunStart, result_fields
 from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
@@ -57,6 +58,10 @@ from .store import STREAMS, OutputLine, Store
 from .workspace import Workspace
 
 __all__ = [
+    "FleetReport",
+    "expand_fleet",
+    "read_ssh_config",
+    "run_fleet",
     "ExchangeError",
     "dump_export",
     "export_session",

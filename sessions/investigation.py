@@ -20,6 +20,7 @@ from typing import Any
 from sleuth.hypotheses import (
     LINK_KINDS,
     Catalog,
+    Comparison,
     EventKind,
     HypothesisDef,
     InvestigationState,
@@ -399,6 +400,31 @@ class Investigation(RunJudging):
             {"application": app, "remedy": remedy, "hypothesis": hypothesis, "target": target, "files": files},
         )
         return app
+
+    def record_fleet(self, fleet: str, how: str, members: list[dict[str, Any]]) -> None:
+        """Who *fleet*'s members were when it was used (replay shows them)."""
+        self._record(EventKind.FLEET_EXPANDED, {"fleet": fleet, "how": how, "members": members})
+
+    def record_comparison(self, comparison: Comparison) -> list[tuple[str, int]]:
+        """Record a fleet's comparison and, where members disagree on what the code runs on
+        (a version, a build, the driver, an environment variable), evidence that supports
+        version drift on each odd member's run, the members named. (odd member, run) back."""
+        self._record(EventKind.FLEET_COMPARED, comparison.to_dict())
+        judged = []
+        if "version-drift" not in self.state.hypotheses:
+            return judged
+        total = len(comparison.runs)
+        for member, spreads in comparison.odd_members(drift_only=True).items():
+            run = comparison.runs[member]
+            said = [f"{s.name} {s.odd[member] if s.odd[member] is not None else 'absent'} "
+                    f"({len(s.holders)} of {total}: {s.majority if s.majority is not None else 'absent'})" for s in spreads]
+            self._record(EventKind.EVIDENCE_RECORDED, {
+                "run": run, "hypothesis": "version-drift", "verdict": "supports", "rule": "fleet: members disagree",
+                "fields": {"fleet": comparison.fleet, "member": member, "differs": "; ".join(said[:5])
+                           + (f" and {len(said) - 5} more" if len(said) > 5 else "")},
+            })
+            judged.append((member, run))
+        return judged
 
     def record_preview(self, remedy: str, path: str, before_sha: str, after_sha: str, blocked: list[str]) -> None:
         """Record that *remedy* was previewed on *path* (a file key), as the diff showed it."""

@@ -61,3 +61,15 @@ def sshd(tmp_path_factory):
     harness = SshHarness(tmp_path_factory.mktemp("sshd")).setup().start()
     yield harness
     harness.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A real Slurm cluster of four nodes on this machine, with a job holding them."""
+    from slurm_harness import Slurm
+
+    cluster = Slurm(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()

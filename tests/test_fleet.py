@@ -1,0 +1,182 @@
+"""Fleets against real parts: four members behind the real sshd, each with a venv of its own
+(one has another version of a package) and a fifth whose sshd is down; the four nodes of a
+job on a real Slurm cluster (one node's venv differs); members from an OpenSSH client config.
+The odd one is named, the unreachable one is `transport` and no evidence, who the members
+were is in the session, and a second run in the same state reuses the answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sshd_harness import free_port
+from test_cli import SLEUTH, sleuth
+from test_world_changes import pip, wheel
+
+FP = ("probe", "run", "env-fingerprint", "--param", "import_torch=false", "--json")
+
+
+@pytest.fixture(scope="module")
+def member_venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """node1..node4: sleuth-demo-pkg 1.0, except the odd one (node3): 2.0."""
+    root = tmp_path_factory.mktemp("member-venvs")
+    wheels = root / "wheels"
+    wheels.mkdir()
+    one, two = wheel(wheels, "sleuth-demo-pkg", "1.0"), wheel(wheels, "sleuth-demo-pkg", "2.0")
+    out = {}
+    for name in ("node1", "node2", "node3", "node4"):
+        venv = root / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        pip(venv, "install", "--no-index", "--no-deps", str(two if name == "node3" else one))
+        out[name] = venv
+    return out
+
+
+def _comparison(out: str) -> dict:
+    data = json.loads(out)
+    return data
+
+
+def test_four_members_over_ssh_the_odd_one_named_and_a_dead_one_is_transport(tmp_path, sshd, member_venvs):
+    d = tmp_path / "proj"
+    d.mkdir()
+    gpu = sshd.servers["gpu"]
+    common = (f'ssh = "{sshd.user}@127.0.0.1"\nidentity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
+              "connect_timeout = 5\n")
+    toml = "".join(f'[targets.{n}]\n{common}port = {gpu.port}\npython = "{v}/bin/python"\n\n' for n, v in member_venvs.items())
+    toml += f'[targets.node5]\n{common}port = {free_port()}\npython = "python3"\n\n'  # its sshd is down
+    toml += '[targets.nodes]\nmembers = ["node1", "node2", "node3", "node4", "node5"]\n'
+    (d / "sleuth.toml").write_text(toml)
+    sleuth(d, "init")
+    proc = sleuth(d, *FP, "--target", "nodes", check=1)  # exit 1: not every member answered
+    data = _comparison(proc.stdout)
+    comp = data["comparison"]
+    assert data["members"] == ["node1", "node2", "node3", "node4", "node5"]
+    assert set(comp["runs"]) == {"node1", "node2", "node3", "node4"} and list(comp["unreachable"]) == ["node5"]
+    assert "connection refused" in comp["unreachable"]["node5"]
+    pkg = next(s for s in comp["spreads"] if s["name"] == "sleuth-demo-pkg")
+    assert pkg["majority"] == "1.0" and pkg["holders"] == ["node1", "node2", "node4"] and pkg["odd"] == {"node3": "2.0"}
+    assert pkg["drift"] and "sleuth-demo-pkg: 3 of 4 members 1.0; node3: 2.0" in data["sentences"]
+    # the same venvs otherwise: nothing else differs but what the package brings
+    assert {s["name"] for s in comp["spreads"]} == {"sleuth-demo-pkg"}, [s["name"] for s in comp["spreads"]]
+    assert data["evidence"] == [{"member": "node3", "run": comp["runs"]["node3"], "verdict": "supports",
+                                 "hypothesis": "version-drift"}]
+    events = json.loads(sleuth(d, "events", "--json").stdout)
+    expanded = [e["data"] for e in events if e["kind"] == "fleet.expanded"]
+    assert [m["name"] for m in expanded[0]["members"]] == ["node1", "node2", "node3", "node4", "node5"]
+    runs = {e["data"]["run"]: e["data"] for e in events if e["kind"] == "run.finished"}
+    dead = comp["runs"].get("node5") or next(r for r, f in runs.items() if f["classification"] == "transport")
+    assert runs[dead]["classification"] == "transport"
+    evidence = [e["data"] for e in events if e["kind"] == "evidence.recorded" and e["data"]["rule"] == "fleet: members disagree"]
+    assert len(evidence) == 1 and evidence[0]["run"] == comp["runs"]["node3"] and evidence[0]["fields"]["member"] == "node3"
+    assert "sleuth-demo-pkg 2.0 (3 of 4: 1.0)" in evidence[0]["fields"]["differs"]
+    assert not any(e["data"]["run"] == dead for e in events if e["kind"] == "evidence.recorded")
+    # in words, for a person
+    text = sleuth(d, "events").stdout
+    assert "fleet nodes: 5 members" in text and "node3 differs" in text
+    # again, nothing changed: the four answers stand (not run again); the dead one is tried again
+    again = _comparison(sleuth(d, *FP, "--target", "nodes", check=1).stdout)
+    assert set(again["reused"]) == {"node1", "node2", "node3", "node4"} and list(again["runs"]) == ["node5"]
+    assert next(s for s in again["comparison"]["spreads"] if s["name"] == "sleuth-demo-pkg")["odd"] == {"node3": "2.0"}
+    human = sleuth(d, "probe", "run", "env-fingerprint", "--param", "import_torch=false", "--target", "nodes", check=1).stdout
+    assert "sleuth-demo-pkg: 3 of 4 members 1.0; node3: 2.0" in human and "not run again" in human
+    assert "supports version-drift: node3" in human
+
+
+def test_the_nodes_of_a_real_slurm_job_the_odd_node_named(tmp_path, slurm, member_venvs):
+    d = tmp_path / "proj"
+    d.mkdir()
+    wrapper = tmp_path / "python"  # each node has its own venv at the same path, as on a cluster
+    venvs = member_venvs["node1"].parent
+    wrapper.write_text(f'#!/bin/sh\nexec "{venvs}/$SLURMD_NODENAME/bin/python" "$@"\n')
+    wrapper.chmod(0o755)
+    (d / "sleuth.toml").write_text(f'[targets.job]\npython = "{wrapper}"\nmembers = {{ slurm_job = "{slurm.job}" }}\n')
+    env = slurm.env
+    subprocess.run([SLEUTH, "init"], cwd=d, env=env, check=True, capture_output=True)
+    proc = subprocess.run([SLEUTH, *FP, "--target", "job"], cwd=d, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["members"] == ["job/node1", "job/node2", "job/node3", "job/node4"]
+    comp = data["comparison"]
+    pkg = next(s for s in comp["spreads"] if s["name"] == "sleuth-demo-pkg")
+    assert pkg["odd"] == {"job/node3": "2.0"} and pkg["majority"] == "1.0"
+    assert [e["member"] for e in data["evidence"]] == ["job/node3"]
+    # each member ran on its node, through srun into the job
+    events = json.loads(subprocess.run([SLEUTH, "events", "--json"], cwd=d, env=env, capture_output=True, text=True,
+                                       check=True).stdout)
+    expanded = next(e["data"] for e in events if e["kind"] == "fleet.expanded")
+    assert expanded["how"] == f"the nodes of Slurm job {slurm.job}"
+    assert [m["definition"]["container"]["node"] for m in expanded["members"]] == ["node1", "node2", "node3", "node4"]
+    out = subprocess.run([SLEUTH, "output", str(comp["runs"]["job/node3"])], cwd=d, env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert f"{venvs}/node3" in out  # the interpreter of node3's venv answered
+
+
+def test_a_slurm_job_that_is_gone_is_a_clear_error(tmp_path, slurm):
+    d = tmp_path / "proj"
+    d.mkdir()
+    (d / "sleuth.toml").write_text('[targets.job]\nmembers = { slurm_job = "999999" }\n')
+    subprocess.run([SLEUTH, "init"], cwd=d, env=slurm.env, check=True, capture_output=True)
+    proc = subprocess.run([SLEUTH, *FP, "--target", "job"], cwd=d, env=slurm.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Slurm job 999999" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_members_from_an_ssh_client_config(tmp_path, sshd, member_venvs):
+    from sleuth.probes import load_config
+    from sleuth.sessions import expand_fleet
+    import asyncio
+
+    gpu = sshd.servers["gpu"]
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        "# the cluster\n"
+        + "".join(f"Host gpu-{i}\n  HostName 127.0.0.1\n  Port {gpu.port}\n" for i in (1, 2, 3))
+        + f"Host login\n  HostName 127.0.0.1\n\nHost gpu-*\n  User {sshd.user}\n  IdentityFile {sshd.client_key}\n"
+        f"  UserKnownHostsFile {sshd.known_hosts}\n"
+    )
+    d = tmp_path / "proj"
+    d.mkdir()
+    (d / "sleuth.toml").write_text(
+        f'[targets.gpus]\npython = "{member_venvs["node1"]}/bin/python"\n'
+        f'members = {{ ssh_config = "gpu-*", file = "{cfg}" }}\n')
+    config = load_config(d / "sleuth.toml")
+    members = asyncio.run(expand_fleet(config, config.target("gpus")))
+    assert [m.name for m in members] == ["gpus/gpu-1", "gpus/gpu-2", "gpus/gpu-3"]
+    assert {(m.ssh, m.port, m.user, m.identity) for m in members} == {("127.0.0.1", gpu.port, sshd.user, str(sshd.client_key))}
+    sleuth(d, "init")
+    data = json.loads(sleuth(d, *FP, "--target", "gpus").stdout)
+    assert set(data["comparison"]["runs"]) == {"gpus/gpu-1", "gpus/gpu-2", "gpus/gpu-3"}
+    assert data["comparison"]["spreads"] == [] and data["evidence"] == []
+    assert "all 3 members agree" in data["headline"]
+
+
+@pytest.mark.parametrize(("members", "words"), [
+    ('["node1", 3]', "a list of target names"),
+    ('{ slurm_job = "1", gpus = "all" }', "exactly one of"),
+    ('{ gpus = [-1] }', "a list of device indices"),
+    ('{ colour = "red" }', "members.colour: unknown key"),
+    ('["self"]', "cannot be its own member"),
+])
+def test_a_bad_members_table_names_the_line(tmp_path, members, words):
+    from sleuth.probes import ConfigError, load_config
+
+    path = tmp_path / "sleuth.toml"
+    path.write_text(f"# fleets\n[targets.self]\nmembers = {members}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path).target("self")
+    assert words in str(err.value) and str(err.value).startswith(f"{path}:3:")
+
+
+def test_gpus_of_a_host_without_nvidia_smi_is_a_clear_error(tmp_path):
+    if os.path.exists("/usr/bin/nvidia-smi"):
+        pytest.skip("this machine has GPUs: the device tests cover them")
+    d = tmp_path / "proj"
+    d.mkdir()
+    (d / "sleuth.toml").write_text('[targets.box]\nmembers = { gpus = "all" }\n')
+    sleuth(d, "init")
+    proc = sleuth(d, *FP, "--target", "box", check=2)
+    assert "nvidia-smi" in proc.stderr and "box" in proc.stderr
