@@ -331,6 +331,11 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         rows.append((app.applied_ts, 0, line, None, False))
     for n in st.notes:
         rows.append((n["ts"], n["seq"], Text(f"{clock(n['ts'] - t0)} ✎ {n['text']}", style="italic"), None, False))
+    for d in st.comparisons:
+        c = Comparison.from_dict(d)
+        line = Text(f"{clock(d['ts'] - t0)} ⊞ fleet {c.fleet} · {c.probe}: ", style="bold cyan")
+        line.append(c.headline() + "   [m] matrix", style="cyan")
+        rows.append((d["ts"], d["seq"], line, None, False))
     rows.sort(key=lambda r: (r[0], r[1]))
     return [(ts, line, run, flagged) for ts, _seq, line, run, flagged in rows]
 

@@ -103,6 +103,8 @@ class Target:
         return len(self.jump) + 1 if self.ssh else 1
 
     def describe(self) -> str:
+        if self.fleet is not None:
+            return f"fleet of {self.fleet.describe()}"
         hops = []
         if self.ssh:
             hops += [f"ssh {j}" for j in self.jump] + [f"ssh {self.ssh}"]

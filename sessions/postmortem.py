@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import Change, InvestigationState, state_changes
+from sleuth.hypotheses import Change, Comparison, InvestigationState, state_changes
 
 __all__ = ["postmortem_markdown", "write_postmortem"]
 
@@ -170,6 +170,9 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
     if changed:
         lines += ["What changed, package by package:", ""] + [f"- {_esc(c)}" for c in changed] + [""]
 
+    if st.comparisons:
+        lines += _fleet_section(st)
+
     lines += ["## Remedies", ""]
     if not st.applications:
         lines += ["None applied.", ""]
@@ -181,6 +184,39 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
     return "\n".join(lines) + "\n"
+
+
+def _fleet_section(st: Any) -> list[str]:
+    """Each fleet comparison: who the members were, a member × field matrix of what differs
+    (the odd values bold), who could not be reached."""
+    out = ["## Fleets", ""]
+    for d in st.comparisons:
+        c = Comparison.from_dict(d)
+        members = list(c.runs) + list(c.unreachable)
+        expanded = st.fleets.get(c.fleet, {})
+        out += [f"### {c.fleet} · {c.probe}", "", f"Members ({expanded.get('how', 'as recorded')}): "
+                + ", ".join(f"{m} (#{c.runs[m]})" if m in c.runs else f"{m} (not reached)" for m in members) + ".", "",
+                f"{_esc(c.headline())}.", ""]
+        if c.spreads:
+            shown = c.spreads[:40]
+            out += ["| field | " + " | ".join(_esc(m) for m in c.runs) + " |", "|---|" + "---|" * len(c.runs)]
+            for spread in shown:
+                cells = []
+                for m in c.runs:
+                    value = spread.odd[m] if m in spread.odd else spread.majority
+                    text = "absent" if value is None else ("another" if spread.name.startswith("state: ") and m in spread.odd
+                                                           else "same" if spread.name.startswith("state: ") else str(value))
+                    cells.append(f"**{_esc(text)}**" if m in spread.odd else _esc(text))
+                out.append(f"| {_esc(spread.name)}{' ⚠' if spread.drift else ''} | " + " | ".join(cells) + " |")
+            if len(c.spreads) > len(shown):
+                out.append(f"\n… and {len(c.spreads) - len(shown)} more fields (the session has them all).")
+            out += ["", f"Bold: not the majority's value; ⚠ a version, build or environment field. "
+                        f"{c.agreeing} other fields are the same on every member.", ""]
+        for m, why in c.unreachable.items():
+            out.append(f"- {_esc(m)}: not reached — {_esc(why)} (no evidence)")
+        if c.unreachable:
+            out.append("")
+    return out
 
 
 def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[float, int], str]]:
@@ -202,6 +238,9 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
     for n in st.notes:
         about = f" (about {n['about']})" if n.get("about") else ""
         rows.append(((n["ts"], n["seq"]), f"| {_t(n['ts'], t0)} | note{about} | | {_esc(n['text'])} |"))
+    for d in st.comparisons:
+        rows.append(((d["ts"], d["seq"]), f"| {_t(d['ts'], t0)} | fleet {d['fleet']} compared ({d.get('probe')}) | "
+                                          f"{len(d.get('runs', {}))} members | {_esc(Comparison.from_dict(d).headline())} |"))
     for seen in st.observations:
         if seen.get("changes"):
             said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])

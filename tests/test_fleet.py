@@ -85,6 +85,12 @@ def test_four_members_over_ssh_the_odd_one_named_and_a_dead_one_is_transport(tmp
     human = sleuth(d, "probe", "run", "env-fingerprint", "--param", "import_torch=false", "--target", "nodes", check=1).stdout
     assert "sleuth-demo-pkg: 3 of 4 members 1.0; node3: 2.0" in human and "not run again" in human
     assert "supports version-drift: node3" in human
+    # the postmortem's fleet section: who the members were, the matrix, who was not reached
+    sleuth(d, "export", "-o", "postmortem.md")
+    md = (d / "postmortem.md").read_text()
+    assert "## Fleets" in md and "Members (targets node1, node2, node3, node4, node5)" in md
+    assert "| sleuth-demo-pkg ⚠ | 1.0 | 1.0 | **2.0** | 1.0 |" in md
+    assert "- node5: not reached — hop 1" in md and "(no evidence)" in md
 
 
 def test_the_nodes_of_a_real_slurm_job_the_odd_node_named(tmp_path, slurm, member_venvs):
@@ -180,3 +186,54 @@ def test_gpus_of_a_host_without_nvidia_smi_is_a_clear_error(tmp_path):
     sleuth(d, "init")
     proc = sleuth(d, *FP, "--target", "box", check=2)
     assert "nvidia-smi" in proc.stderr and "box" in proc.stderr
+
+
+async def test_the_ui_runs_a_probe_on_a_fleet_and_shows_the_matrix(tmp_path, member_venvs):
+    from sleuth.app.tui import SleuthApp
+    from sleuth.app.tui.dialogs import FleetMatrix, TargetDialog
+    from sleuth.sessions import Workspace
+    from test_ui import select, settle
+    from textual.widgets import DataTable, OptionList
+
+    d = tmp_path / "proj"
+    d.mkdir()
+    toml = "".join(f'[targets.{n}]\npython = "{v}/bin/python"\n\n' for n, v in member_venvs.items())
+    (d / "sleuth.toml").write_text(toml + '[targets.nodes]\nmembers = ["node1", "node2", "node3", "node4"]\n'
+                                   '[probes.env-fingerprint]\nimport_torch = false\n')
+    ws = Workspace(d)
+    ws.create("fleet").close()
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=(140, 48)) as pilot:
+        await pilot.press("t")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, TargetDialog)
+        options = dialog.query_one(OptionList)
+        names = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert "nodes" in names and "fleet of targets node1, node2, node3, node4" in str(
+            options.get_option_at_index(names.index("nodes")).prompt)
+        options.highlighted = names.index("nodes")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.target.name == "nodes"
+        await select(pilot, "probe", "env-fingerprint", "version-drift")
+        await pilot.press("r")
+        await settle(pilot, timeout=180)
+        matrix = app.screen
+        assert isinstance(matrix, FleetMatrix)
+        table = matrix.query_one(DataTable)
+        header = [str(c.label) for c in table.columns.values()]
+        assert header[0] == "field" and [h.split(" #")[0] for h in header[1:]] == ["node1", "node2", "node3", "node4"]
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        assert ["sleuth-demo-pkg ⚠", "1.0", "1.0", "2.0", "1.0"] in rows
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, FleetMatrix)
+        st = app.inv.state
+        assert len(st.runs) == 4 and {r.target for r in st.runs.values()} == {"node1", "node2", "node3", "node4"}
+        timeline = app.screen.query_one("#timeline", OptionList)
+        lines = [str(timeline.get_option_at_index(i).prompt) for i in range(timeline.option_count)]
+        assert any("⊞ fleet nodes · env-fingerprint" in line and "node3" in line for line in lines)
+        await pilot.press("m")  # the matrix again, from anywhere
+        await pilot.pause()
+        assert isinstance(app.screen, FleetMatrix)

@@ -12,10 +12,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, OptionList, Select, Static
+from textual.widgets import Button, DataTable, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-__all__ = ["AddDialog", "ConfirmDialog", "RemedyDialog", "RetestDialog", "TargetDialog"]
+__all__ = ["AddDialog", "ConfirmDialog", "FleetMatrix", "RemedyDialog", "RetestDialog", "TargetDialog"]
 
 # ← → move between a dialog's buttons (a text field keeps them for its cursor)
 ARROWS = [
@@ -245,4 +245,54 @@ class TargetDialog(ModalScreen[str | None]):
         self.dismiss(event.option.id)
 
     def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class FleetMatrix(ModalScreen[None]):
+    """A fleet's comparison: members across, the fields that differ down, the odd values
+    marked; who could not be reached below. Esc closes."""
+
+    BINDINGS = [Binding("escape", "close", "close", id="fleet.close"), Binding("q", "close", "close", show=False)]
+
+    def __init__(self, comparison: Any, how: str = "") -> None:
+        super().__init__(classes="dialog")
+        self.comparison = comparison
+        self.how = how
+
+    def compose(self) -> ComposeResult:
+        c = self.comparison
+        with Vertical(id="dialog", classes="-wide"):
+            yield Label(f"Fleet {c.fleet} · {c.probe}" + (f" · {self.how}" if self.how else ""), id="dialog-title")
+            yield Static(Text(c.headline(), style="bold"), id="dialog-notes")
+            yield DataTable(id="matrix", zebra_stripes=True, cursor_type="row")
+            if c.unreachable:
+                yield Static(Text("\n".join(f"not reached: {m} — {why} (no evidence)" for m, why in c.unreachable.items()),
+                                  style="magenta"), id="dialog-blocked")
+            with Horizontal(id="dialog-buttons"):
+                yield Button(key_label("Close [esc]"), id="close")
+
+    def on_mount(self) -> None:
+        c = self.comparison
+        table = self.query_one(DataTable)
+        members = list(c.runs)
+        table.add_columns("field", *[f"{m} #{c.runs[m]}" for m in members])
+        for spread in c.spreads:
+            row = [Text(spread.name + (" ⚠" if spread.drift else ""), style="bold" if spread.drift else "")]
+            for m in members:
+                odd = m in spread.odd
+                value = spread.odd[m] if odd else spread.majority
+                if spread.name.startswith("state: "):
+                    shown = "another" if odd else "same"
+                else:
+                    shown = "absent" if value is None else str(value)
+                row.append(Text(shown, style="bold red" if odd else "dim"))
+            table.add_row(*row)
+        if not c.spreads:
+            table.add_row(Text(f"every member the same on all {c.agreeing} fields", style="green"), *["" for _ in members])
+        table.focus()
+
+    def on_button_pressed(self, _event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
         self.dismiss(None)

@@ -46,6 +46,7 @@ class BrowseScreen(Screen):
         Binding("less_than_sign", "tree_width(-5)", "narrower tree", id="tree.narrower", key_display="<", show=False),
         Binding("greater_than_sign", "tree_width(5)", "wider tree", id="tree.wider", key_display=">", show=False),
         Binding("w", "wrap", "wrap lines", id="wrap", show=False, tooltip="Wrap the output's long lines, or scroll them sideways"),
+        Binding("m", "fleet_matrix", "fleet matrix", id="fleet", show=False, tooltip="The latest fleet comparison: members × fields"),
         Binding("h", "toggle_hint", "hint", id="hint", show=False, tooltip="Hide or show the hint over the panes"),
     ]
 
@@ -196,6 +197,21 @@ class BrowseScreen(Screen):
         column = self.query_one("#tree-column")
         now = column.outer_size.width or 40
         column.styles.width = max(20, min(now + delta, self.size.width - 30))
+
+    def action_fleet_matrix(self) -> None:
+        from sleuth.hypotheses import Comparison
+
+        from ..dialogs import FleetMatrix
+
+        comparisons = self.state.comparisons
+        if not comparisons:
+            self.notify("no fleet comparison yet: pick a fleet target (t) and run a probe (r)", severity="warning")
+            return
+        shown = self.shown_run
+        mine = [d for d in comparisons if shown in d.get("runs", {}).values()]
+        d = (mine or comparisons)[-1]
+        how = self.state.fleets.get(d["fleet"], {}).get("how", "")
+        self.app.push_screen(FleetMatrix(Comparison.from_dict(d), how))
 
     def action_wrap(self) -> None:
         self.run_pane.view.action_toggle_wrap()

@@ -21,6 +21,7 @@ from sleuth.sessions import (
     remedy_inputs,
     request_for_probe,
     request_for_shell,
+    run_fleet,
     run_probe,
     run_to_verify,
     verify_params,
@@ -131,6 +132,13 @@ class InvestigationScreen(BrowseScreen):
         if step.action != "run" or step.probe is None:
             self.notify("select a probe (▷) or a run to run, or a hypothesis with a next step", severity="warning")
             return
+        if self.app.target.fleet is not None:
+            if step.probe == "shell":
+                self.notify("a shell command runs on one target: pick one of the fleet's members (t)", severity="warning")
+                return
+            self._starting = True
+            self._fleet_worker(step.probe, {k: v for k, v in (step.params or {}).items() if k != "baseline_run"})
+            return
         if step.probe == "shell":
             self._starting = True
             self._run_worker(request_for_shell(str((step.params or {}).get("cmd", ""))))
@@ -196,6 +204,30 @@ class InvestigationScreen(BrowseScreen):
         verdicts = [str(e) for e in self.state.verdicts_for(report.run)]
         self.notify(f"#{report.run} {info.probe}: {info.classification}" + (" — " + ", ".join(verdicts) if verdicts else ""))
         self.refresh_all()
+
+    @work(group="runs")
+    async def _fleet_worker(self, probe: str, params: dict[str, Any]) -> None:
+        """One probe on every member of the fleet at once; then the matrix."""
+        from sleuth.hypotheses import Comparison
+
+        from ..dialogs import FleetMatrix
+
+        fleet = self.app.target
+        self.notify(f"{probe} on every member of {fleet.name} ({fleet.fleet.describe()})…")
+        try:
+            report = await run_fleet(self.inv, self.app.config, fleet, self.app.probes[probe], params,
+                                     pool=self.app.pool, agents=self.app.agents)
+        except (SessionError, ProbesError, HypothesisError) as exc:
+            self.notify(f"the fleet run could not start: {exc}", severity="error", timeout=10)
+            return
+        finally:
+            self._starting = False
+        self.refresh_all()
+        comparison = report.comparison or Comparison(fleet.name, probe, {})
+        if report.reports:
+            self.show_output(max(r.run for r in report.reports.values()))
+        self.notify(comparison.headline(), timeout=10)
+        self.app.push_screen(FleetMatrix(comparison, fleet.fleet.describe() if fleet.fleet else ""))
 
     def action_quit(self) -> None:
         """Quit — but a running probe may be an hour of a remote run: ask, and say what goes."""
