@@ -31,6 +31,7 @@ from sleuth.sessions import (
     write_postmortem,
 )
 
+from .agent_cli import add_agent_commands
 from .demo import add_demo_command
 from .errors import HypothesisError, ProbesError, SessionError, UsageError
 from .probe_cli import add_probe_commands
@@ -466,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--line-numbers", action="store_true", help="prefix each line with its number in the run")
 
     add_probe_commands(sub, add)
+    add_agent_commands(sub, add)
     add_remedy_commands(sub, add)
     add_demo_command(sub, add)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.probes import AgentPool, build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from sleuth.probes.broker import BrokerClient
 from sleuth.probes.runner import chain_for
 from sleuth.sessions import (
     CircularRetest,
@@ -107,12 +108,22 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
     with ws.open(args.session) as inv:
         request = request_for_shell(args.shell) if args.shell else request_for_probe(inv, probe, target, params)
         live = None if args.json or args.quiet else _echo
+        # through the broker's resident agent (kept between commands), unless --no-agent
+        agents = None if args.no_agent else BrokerClient(ws.dir)
+
+        async def go(force: bool, check=None):
+            try:
+                return await run_probe(inv, target, request, force=force, timeout=args.timeout, on_output=live,
+                                       agents=agents, check=check)
+            finally:
+                if agents is not None:
+                    await agents.close()
+
         try:
-            report = asyncio.run(run_probe(inv, target, request, force=args.force, timeout=args.timeout, on_output=live))
+            report = asyncio.run(go(args.force))
         except CircularRetest as flag:
             if _confirm(str(flag)):
-                report = asyncio.run(run_probe(inv, target, request, force=True, timeout=args.timeout, on_output=live,
-                                               check=flag.check))
+                report = asyncio.run(go(True, flag.check))
             else:
                 inv.decline_run(request.probe, request.params, target.name, flag.check)
                 print(f"sleuth: circular retest: {flag}; not run (pass --force to run it anyway)", file=sys.stderr)
@@ -123,7 +134,7 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
 def _run_fleet(ws: Workspace, config, fleet, probe, params: dict, args: argparse.Namespace) -> int:
     """One probe on every member at once; the comparison, the odd ones named."""
     async def go():
-        agents = AgentPool()
+        agents = AgentPool() if args.no_agent else BrokerClient(ws.dir)
         try:
             return await run_fleet(inv, config, fleet, probe, params, agents=agents, force=args.force)
         finally:
@@ -263,6 +274,8 @@ def add_probe_commands(sub: Any, add: Any) -> None:
     p.add_argument("--script", metavar="FILE", help="your own Python probe (same protocol: emit(), params)")
     p.add_argument("--shell", metavar="CMD", help="a shell command, run as bash -c CMD at the far end")
     p.add_argument("--target", default="local", help="target name from sleuth.toml (default: local)")
+    p.add_argument("--no-agent", action="store_true",
+                   help="run in a session of its own, not through the resident agent the broker keeps between commands")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="probe parameter (JSON value or text)")
     p.add_argument("--timeout", type=float, help="seconds before the run is killed")
     p.add_argument("--force", action="store_true", help="run even if it is a circular retest")

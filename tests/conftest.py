@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sleuth.hypotheses import load_catalog
 from sleuth.sessions import Investigation
+
+# The CLI keeps one agent broker per investigation between commands; in the tests they stop
+# after a short idle time (and every one still up is stopped when the session ends).
+os.environ.setdefault("SLEUTH_AGENT_IDLE", "30")
+
+
+def _brokers_started_by_these_tests(root: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"agent" in argv and b"serve" in argv and any(str(root).encode() in a for a in argv):
+            found.append(int(proc.name))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    base = getattr(session.config, "_tmp_path_factory", None)
+    if base is None:
+        return
+    try:
+        root = base.getbasetemp()
+    except (OSError, ValueError):
+        return
+    for pid in _brokers_started_by_these_tests(root):  # SIGTERM: the broker closes its agents first
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 def env_state(torch: str = "2.11.0+cu128", code: str = "c0", cache_entries: int = 12, **extra: Any) -> dict[str, Any]:

@@ -25,7 +25,15 @@ AGENT_MARK = "_agent_boot"  # in the agent's argv (the constant loader)
 
 
 def agents_left(harness, seconds: float = 5.0) -> list[str]:
-    return wait_gone(harness, AGENT_MARK, seconds)
+    """Agents of this harness's interpreter still running (not those other tests' brokers keep)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        left = [ln for ln in far_processes(harness, AGENT_MARK) if harness.python in ln]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 async def with_pool(body, ssh_target=None):

@@ -1,0 +1,79 @@
+"""`sleuth agent serve|status|stop`: the broker that keeps one resident agent per target
+between commands (see probes/broker.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from sleuth.probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket, serve
+from sleuth.sessions import Workspace
+
+__all__ = ["add_agent_commands", "broker_for"]
+
+
+def broker_for(ws: Workspace) -> BrokerClient:
+    return BrokerClient(ws.dir)
+
+
+def cmd_agent_serve(args: argparse.Namespace) -> int:
+    path = Path(args.socket) if args.socket else broker_socket(Workspace.find().dir)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a polite kill closes the agents too
+        signal.signal(sig, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        asyncio.run(serve(path, args.idle))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_agent_status(args: argparse.Namespace) -> int:
+    client = BrokerClient(Workspace.find().dir, start=False)
+    try:
+        status = asyncio.run(client.ask("status"))
+    except (BrokerError, OSError):
+        print(json.dumps({"running": False}) if args.json else f"no agent broker for {client.sleuth_dir} (none runs)")
+        return 0
+    if args.json:
+        print(json.dumps({"running": True, **status}, indent=2))
+        return 0
+    print(f"agent broker pid {status['pid']} · {status['socket']} · up {status['up_s']:.0f} s · {status['runs']} runs"
+          f" · stops after {status['idle_s']:.0f} s idle (idle {status['idle_for_s']:.0f} s)")
+    for a in status["agents"]:
+        state = "dead" if a["dead"] else "busy" if a["busy"] else "idle"
+        print(f"  {a['target']:<24} agent pid {a['pid']} (at the far end) · {state} · version {a['version']}")
+    for target, why in status.get("unavailable", {}).items():
+        print(f"  {target:<24} no agent: {why}")
+    if not status["agents"]:
+        print("  no agents yet")
+    return 0
+
+
+def cmd_agent_stop(args: argparse.Namespace) -> int:
+    client = BrokerClient(Workspace.find().dir, start=False)
+    try:
+        said = asyncio.run(client.ask("stop"))
+    except (BrokerError, OSError):
+        print("no agent broker runs here")
+        return 0
+    print(f"agent broker stopping: {said.get('agents', 0)} agent(s) closed, their processes ended")
+    return 0
+
+
+def add_agent_commands(sub: Any, add: Any) -> None:
+    agent = sub.add_parser("agent", help="the agents kept between commands (status, stop)",
+                           description="the broker that keeps one resident agent per target between commands")
+    agent_sub = agent.add_subparsers(dest="action", metavar="ACTION")
+    agent_sub.required = True
+    p = add("status", cmd_agent_status, "the broker and the agents it holds", agent_sub)
+    p.add_argument("--json", action="store_true")
+    add("stop", cmd_agent_stop, "close every agent (and the processes at the far end) and stop the broker", agent_sub)
+    p = add("serve", cmd_agent_serve, "run the broker (sleuth starts it by itself when a command needs it)", agent_sub)
+    p.add_argument("--socket", help="the Unix socket to listen on (default: the investigation's)")
+    p.add_argument("--idle", type=float, default=float(os.environ.get("SLEUTH_AGENT_IDLE", DEFAULT_IDLE_S)),
+                   help=f"stop after this many seconds without a request (default {DEFAULT_IDLE_S:.0f})")

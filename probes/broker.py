@@ -1,0 +1,346 @@
+"""Agents that outlive one command: a small local broker, like OpenSSH's ControlPersist.
+
+``sleuth agent serve`` (started on demand by the first command that needs it, detached)
+holds one resident agent per target definition and listens on a Unix socket owned by the
+user (mode 0600, in the investigation's ``.sleuth/`` directory, or a 0700 directory of the
+user's under the system's temp directory when that path is too long for a socket). Each
+command connects, asks for one run, and gets the output and the exit back as it happens; a
+command that stops listening cancels its run. After ``idle`` seconds with no request the
+broker closes its agents (their processes at the far end end with them) and exits; ``sleuth
+agent stop`` does the same now; ``sleuth agent status`` lists what it holds.
+
+Protocol: newline-delimited JSON both ways. Request ``{"op": "run", "target": {...},
+"fork": bool, "timeout": s, "program": base64}``, then optionally ``{"op": "cancel"}``;
+replies ``{"out": "stdout"|"stderr", "data": base64}`` … ``{"exit": {...ExitInfo}}``.
+``{"op": "status"}`` and ``{"op": "stop"}`` answer one line. Only the socket's owner may
+connect (checked with SO_PEERCRED where the system has it).
+
+Exceptions: :class:`BrokerError` (a ProbesError) when the broker cannot be reached or
+started; the client then runs through an agent pool of its own and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .agent import AgentPool
+from .config import Container, Fleet, Target
+from .errors import ProbesError
+from .hops import HopChain
+from .transports import ExitInfo, OnOutput
+
+__all__ = ["BrokerClient", "BrokerError", "broker_socket", "serve", "target_from_dict", "target_to_dict"]
+
+DEFAULT_IDLE_S = 600.0
+START_TIMEOUT_S = 15.0
+MAX_LINE = 64 * 1024 * 1024
+
+
+class BrokerError(ProbesError):
+    """The agent broker cannot be reached or started."""
+
+
+# ---------------------------------------------------------------- targets over the socket
+
+
+def target_to_dict(target: Target) -> dict[str, Any]:
+    d = dataclasses.asdict(target)
+    d["jump"] = list(target.jump)
+    return d
+
+
+def target_from_dict(d: dict[str, Any]) -> Target:
+    d = dict(d)
+    if d.get("container"):
+        d["container"] = Container(**d["container"])
+    if d.get("fleet"):
+        fleet = dict(d["fleet"])
+        fleet["names"], fleet["gpus"] = tuple(fleet.get("names", ())), tuple(fleet.get("gpus", ()))
+        d["fleet"] = Fleet(**fleet)
+    d["jump"] = tuple(d.get("jump", ()))
+    return Target(**d)
+
+
+def _definition_key(target: Target) -> str:
+    """Agents are kept per definition, not per name: an edited sleuth.toml gets a new agent."""
+    return hashlib.sha256(json.dumps(target_to_dict(target), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def broker_socket(sleuth_dir: Path) -> Path:
+    """Where the broker of *sleuth_dir* listens (a Unix socket path must be short)."""
+    path = sleuth_dir.resolve() / "agents.sock"
+    if len(str(path).encode()) < 100:
+        return path
+    digest = hashlib.sha256(str(sleuth_dir.resolve()).encode()).hexdigest()[:16]
+    private = Path(tempfile.gettempdir()) / f"sleuth-{os.getuid()}"
+    private.mkdir(mode=0o700, exist_ok=True)
+    if private.stat().st_uid != os.getuid() or private.stat().st_mode & 0o077:
+        raise BrokerError(f"{private} is not a private directory of this user; remove it")
+    return private / f"{digest}.sock"
+
+
+# ---------------------------------------------------------------- the server
+
+
+class _Broker:
+    def __init__(self, path: Path, idle_s: float) -> None:
+        self.path = path
+        self.idle_s = idle_s
+        self.pool = AgentPool(warm=("torch",))
+        self.names: dict[str, str] = {}  # pool key -> the target's own name
+        self.active = 0
+        self.last = time.monotonic()
+        self.started = time.time()
+        self.stopping = asyncio.Event()
+        self.runs = 0
+
+    def _peer_ok(self, writer: asyncio.StreamWriter) -> bool:
+        sock = writer.get_extra_info("socket")
+        if sock is None or not hasattr(socket, "SO_PEERCRED"):
+            return True  # the socket's 0600 mode is the guard there
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        return uid == os.getuid()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._peer_ok(writer):
+            writer.close()
+            return
+        self.active += 1
+        self.last = time.monotonic()
+        try:
+            line = await reader.readline()
+            if not line:
+                return
+            request = json.loads(line)
+            op = request.get("op")
+            if op == "status":
+                await self._send(writer, self.status())
+            elif op == "stop":
+                await self._send(writer, {"stopping": True, "agents": len(self.pool.agents)})
+                self.stopping.set()
+            elif op == "run":
+                await self._run(request, reader, writer)
+            else:
+                await self._send(writer, {"error": f"unknown op {op!r}"})
+        except (ConnectionError, json.JSONDecodeError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.active -= 1
+            self.last = time.monotonic()
+            try:
+                writer.close()
+            except (ConnectionError, RuntimeError):
+                pass
+
+    async def _send(self, writer: asyncio.StreamWriter, obj: dict[str, Any]) -> None:
+        writer.write(json.dumps(obj).encode() + b"\n")
+        await writer.drain()
+
+    async def _run(self, request: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        target = target_from_dict(request["target"])
+        key = f"{target.name}@{_definition_key(target)}"
+        self.names[key] = target.name
+        keyed = dataclasses.replace(target, name=key)
+        self.pool.unavailable.pop(key, None)  # an agent that could not start then may start now
+        program = base64.b64decode(request["program"])
+        cancel = asyncio.Event()
+
+        async def listen() -> None:  # a cancel line, or the command going away, cancels the run
+            while True:
+                line = await reader.readline()
+                if not line or json.loads(line).get("op") == "cancel":
+                    cancel.set()
+                    return
+
+        def output(stream: str, data: bytes) -> None:
+            writer.write(json.dumps({"out": stream, "data": base64.b64encode(data).decode()}).encode() + b"\n")
+
+        watcher = asyncio.ensure_future(listen())
+        self.runs += 1
+        try:
+            info = await self.pool.run(HopChain.python(keyed), program, output, cancel=cancel,
+                                       timeout=request.get("timeout"), fork=bool(request.get("fork")))
+        finally:
+            watcher.cancel()
+        exit_info = dataclasses.asdict(info)
+        exit_info["note"] = exit_info.get("note", "").replace(key, target.name)
+        exit_info["transport_error"] = (exit_info.get("transport_error") or "").replace(key, target.name) or None
+        try:
+            await self._send(writer, {"exit": exit_info})
+        except ConnectionError:
+            pass
+
+    def status(self) -> dict[str, Any]:
+        agents = []
+        for key, agent in self.pool.agents.items():
+            agents.append({"target": self.names.get(key, key), "definition": key.rsplit("@", 1)[-1], "pid": agent.pid,
+                           "version": agent.version, "busy": agent.busy, "dead": bool(agent.dead)})
+        return {"pid": os.getpid(), "socket": str(self.path), "idle_s": self.idle_s,
+                "idle_for_s": round(time.monotonic() - self.last, 1) if not self.active else 0.0,
+                "up_s": round(time.time() - self.started, 1), "runs": self.runs, "agents": agents,
+                "unavailable": {self.names.get(k, k): why for k, why in self.pool.unavailable.items()}}
+
+    async def watch_idle(self) -> None:
+        while not self.stopping.is_set():
+            await asyncio.sleep(min(1.0, self.idle_s / 4))
+            if not self.active and time.monotonic() - self.last > self.idle_s:
+                self.stopping.set()
+
+
+async def serve(path: Path, idle_s: float = DEFAULT_IDLE_S) -> None:
+    """Listen on *path* until idle for *idle_s* or asked to stop; then close every agent."""
+    broker = _Broker(path, idle_s)
+    if path.exists():  # another broker may serve here already (two commands started one each)
+        try:
+            _r, w = await asyncio.open_unix_connection(str(path))
+            w.close()
+            return
+        except (ConnectionRefusedError, FileNotFoundError):
+            pass  # a stale socket (its broker was killed): ours replaces it
+    old = os.umask(0o177)  # the socket is born 0600: no window where another user may connect
+    try:
+        if path.exists():
+            path.unlink()
+        server = await asyncio.start_unix_server(broker.handle, path=str(path), limit=MAX_LINE)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    idle = asyncio.ensure_future(broker.watch_idle())
+    try:
+        await broker.stopping.wait()
+    finally:
+        idle.cancel()
+        server.close()
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        await broker.pool.close()  # the agents end, and with them their processes at the far end
+
+
+# ---------------------------------------------------------------- the client
+
+
+class BrokerClient:
+    """What a command uses instead of its own AgentPool: ``run`` as AgentPool.run, through
+    the broker of *sleuth_dir* (started if none listens). If the broker cannot be used, runs
+    go through a pool of this client's own and the run's note says why."""
+
+    def __init__(self, sleuth_dir: Path, idle_s: float | None = None, start: bool = True) -> None:
+        self.sleuth_dir = Path(sleuth_dir)
+        self.idle_s = float(idle_s if idle_s is not None else os.environ.get("SLEUTH_AGENT_IDLE", DEFAULT_IDLE_S))
+        self.start = start
+        self._fallback: AgentPool | None = None
+        self.why_not: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return broker_socket(self.sleuth_dir)
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        path = self.path
+        try:
+            return await asyncio.open_unix_connection(str(path), limit=MAX_LINE)
+        except (FileNotFoundError, ConnectionRefusedError):
+            if not self.start:
+                raise BrokerError(f"no agent broker listens at {path}") from None
+        self._spawn(path)
+        end = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                return await asyncio.open_unix_connection(str(path), limit=MAX_LINE)
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > end:
+                    log = self.sleuth_dir / "agents.log"
+                    said = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+                    raise BrokerError(f"the agent broker did not start ({said[0] if said else 'no log'})") from None
+                await asyncio.sleep(0.05)
+
+    def _spawn(self, path: Path) -> None:
+        self.sleuth_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.sleuth_dir / "agents.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            subprocess.Popen(
+                [sys.executable, "-m", "sleuth", "agent", "serve", "--socket", str(path), "--idle", str(self.idle_s)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+                cwd=str(self.sleuth_dir),
+            )
+        finally:
+            log.close()
+
+    async def ask(self, op: str) -> dict[str, Any]:
+        reader, writer = await self._connect()
+        try:
+            writer.write(json.dumps({"op": op}).encode() + b"\n")
+            await writer.drain()
+            line = await reader.readline()
+            return json.loads(line) if line else {}
+        finally:
+            writer.close()
+
+    async def run(
+        self,
+        chain: HopChain,
+        program: bytes,
+        on_output: OnOutput,
+        *,
+        cancel: asyncio.Event | None = None,
+        timeout: float | None = None,
+        fork: bool = False,
+    ) -> ExitInfo:
+        try:
+            reader, writer = await self._connect()
+        except (BrokerError, OSError) as exc:
+            self.why_not = str(exc)
+            if self._fallback is None:
+                self._fallback = AgentPool(warm=("torch",))
+            info = await self._fallback.run(chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
+            info.note = (info.note + "; " if info.note else "") + f"no agent broker ({exc}): this command's own agent"
+            return info
+        request = {"op": "run", "target": target_to_dict(chain.target), "fork": fork, "timeout": timeout,
+                   "program": base64.b64encode(program).decode()}
+        writer.write(json.dumps(request).encode() + b"\n")
+        await writer.drain()
+        cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+        try:
+            while True:
+                reading = asyncio.ensure_future(reader.readline())
+                waits = {reading} | ({cancelled} if cancelled is not None and not cancelled.done() else set())
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if cancelled is not None and cancelled in done and reading not in done:
+                    writer.write(b'{"op": "cancel"}\n')
+                    await writer.drain()
+                    await asyncio.wait({reading})
+                line = reading.result()
+                if not line:
+                    return ExitInfo(transport_error="the agent broker went away during the run")
+                msg = json.loads(line)
+                if "out" in msg:
+                    on_output(msg["out"], base64.b64decode(msg["data"]))
+                elif "exit" in msg:
+                    return ExitInfo(**msg["exit"])
+                elif "error" in msg:
+                    return ExitInfo(transport_error=f"agent broker: {msg['error']}")
+        finally:
+            if cancelled is not None:
+                cancelled.cancel()
+            writer.close()
+
+    async def close(self) -> None:
+        """The broker keeps its agents for the next command; only a fallback pool closes."""
+        if self._fallback is not None:
+            await self._fallback.close()

@@ -1,0 +1,104 @@
+"""Agents that outlive one command, against the real sshd through the jump host: the second
+`sleuth probe run` reuses the agent the first started (through the broker), `sleuth agent
+status|stop`, the socket is the user's alone, an edited target gets a new agent, and nothing
+is left running after stop, the idle timeout or a kill -9 of the broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_agent import agents_left
+from test_cli import SLEUTH, sleuth
+
+
+@pytest.fixture
+def project(tmp_path: Path, sshd) -> Path:
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + sshd.toml("ct200"))
+    return d
+
+
+def status(d: Path, **env: str) -> dict:
+    return json.loads(subprocess.run([SLEUTH, "agent", "status", "--json"], cwd=d, capture_output=True, text=True,
+                                     check=True, env={**os.environ, **env}).stdout)
+
+
+def run_json(d: Path, *more: str, env: dict | None = None) -> dict:
+    proc = subprocess.run([SLEUTH, "probe", "run", "--target", "ct200", "--json", *more], cwd=d, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def gone(pid: int, seconds: float = 15.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_second_command_reuses_the_agent_and_stop_ends_it(project, sshd):
+    first = run_json(project, "--shell", "echo one")
+    assert first["classification"] == "completed" and "own session" not in first["reason"]
+    s1 = status(project)
+    assert s1["running"] and [a["target"] for a in s1["agents"]] == ["ct200"]
+    agent = s1["agents"][0]["pid"]
+    sock = Path(s1["socket"])
+    assert sock == project / ".sleuth" / "agents.sock"
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and sock.stat().st_uid == os.getuid()
+    second = run_json(project, "--shell", "echo two")
+    assert second["classification"] == "completed"
+    s2 = status(project)
+    assert s2["pid"] == s1["pid"] and [a["pid"] for a in s2["agents"]] == [agent] and s2["runs"] >= 4
+    # every byte still stored, through the broker
+    assert sleuth(project, "output", str(second["run_id"])).stdout.strip().endswith("two")
+    out = sleuth(project, "agent", "stop").stdout
+    assert "1 agent(s) closed" in out
+    assert gone(s1["pid"]) and agents_left(sshd) == []
+    assert not sock.exists() and status(project) == {"running": False}
+
+
+def test_an_edited_target_gets_a_new_agent(project, sshd):
+    run_json(project, "--shell", "echo before")
+    toml = project / "sleuth.toml"
+    toml.write_text(toml.read_text() + 'env = { SLEUTH_EDITED = "yes" }\n')  # the user edits ct200 between runs
+    after = run_json(project, "--shell", "echo $SLEUTH_EDITED")
+    assert sleuth(project, "output", str(after["run_id"])).stdout.strip().endswith("yes")
+    agents = status(project)["agents"]
+    assert len(agents) == 2 and {a["target"] for a in agents} == {"ct200"} and len({a["definition"] for a in agents}) == 2
+    sleuth(project, "agent", "stop")
+    assert agents_left(sshd) == []
+
+
+def test_idle_timeout_and_a_killed_broker_leave_nothing_running(project, sshd):
+    run_json(project, "--shell", "true", env={"SLEUTH_AGENT_IDLE": "2"})
+    s = status(project)
+    assert s["idle_s"] == 2.0
+    assert gone(s["pid"], 20) and agents_left(sshd, 10) == []  # idle: the broker closed its agent and went
+    assert status(project) == {"running": False}
+    run_json(project, "--shell", "true")
+    s = status(project)
+    os.kill(s["pid"], signal.SIGKILL)  # no goodbye: the agent's connection ends with the broker
+    assert gone(s["pid"]) and agents_left(sshd, 20) == []
+    again = run_json(project, "--shell", "echo back")  # a stale socket: the next command starts a new broker
+    assert again["classification"] == "completed" and status(project)["pid"] != s["pid"]
+    sleuth(project, "agent", "stop")
+
+
+def test_no_agent_runs_in_a_session_of_its_own(project, sshd):
+    data = run_json(project, "--shell", "echo alone", "--no-agent")
+    assert data["classification"] == "completed"
+    assert status(project) == {"running": False}
