@@ -132,9 +132,10 @@ def test_a_slurm_job_that_is_gone_is_a_clear_error(tmp_path, slurm):
 
 
 def test_members_from_an_ssh_client_config(tmp_path, sshd, member_venvs):
+    import asyncio
+
     from sleuth.probes import load_config
     from sleuth.sessions import expand_fleet
-    import asyncio
 
     gpu = sshd.servers["gpu"]
     cfg = tmp_path / "ssh_config"
