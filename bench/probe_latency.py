@@ -23,6 +23,10 @@ Goals (issue 7): agent round trip ≤ 0.1× ControlMaster's; eight in parallel �
 warm fingerprint ≤ 0.1× cold.
 Goals (issue 13): the state read before a run ≤ 20 ms through the agent; through a fresh
 session no more than one extra round trip (≈ one trivial probe).
+Goals (issue 16): the CLI's second and later ``probe run`` through the jump host — its run
+through the broker's resident agent — ≤ 0.1× ControlMaster (the whole command, Python's
+start included, is printed beside it); a fleet of 16 members ≤ 3× one member; capture ≥
+0.7× raw.
 """
 
 from __future__ import annotations
@@ -113,6 +117,16 @@ def main() -> None:
     print(f"{'  env-fingerprint warm (forked, torch imported)':<52} {r['fingerprint_warm_s']:>8.3f}")
     print(f"{'  warm_vs_cold_fingerprint':<52} {r['warm_vs_cold_fingerprint']:>8.3f}×  (goal ≤ 0.1)")
     print(f"{'  (the agent start, then importing torch in it)':<52} {r['agent_start_s']:.3f} / {r['agent_warm_torch_s']:.3f}")
+    print(f"{'the CLI, sleuth probe run again (median)':<52} {'seconds':>8}")
+    print(f"{'  its run, through the broker agent':<52} {r['cli_second_run_s']:>8.4f}")
+    print(f"{'  cli_second_vs_controlmaster = run / ControlMaster':<52} {r['cli_second_vs_controlmaster']:>8.3f}×  (goal ≤ 0.1)")
+    print(f"{'  the whole command (Python start included)':<52} {r['cli_second_command_s']:>8.3f}  "
+          f"({r['cli_second_command_vs_controlmaster']:.2f}× ControlMaster; python -m sleuth --version alone {r['cli_python_start_s']:.3f})")
+    print(f"{'  the first command (starts broker and agent)':<52} {r['cli_first_command_s']:>8.3f}")
+    print(f"{'a fleet, one probe on every member (median)':<52} {'seconds':>8}")
+    print(f"{'  one member / sixteen members':<52} {r['fleet_one_s']:.4f} / {r['fleet16_s']:.4f}")
+    print(f"{'  fleet16_vs_one':<52} {r['fleet16_vs_one']:>8.2f}×  (goal ≤ 3)")
+    print(f"{'  (sixteen, the first time: sixteen agents start)':<52} {r['fleet16_first_s']:>8.3f}")
 
 
 def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
@@ -205,6 +219,8 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
     store.close()  # the deferred WAL checkpoint (fsyncs every byte), not on the capture path
     t_checkpoint = time.perf_counter() - t0
     agent_figures = loop.run_until_complete(measure_agent(h, args.runs))
+    cli_figures = measure_cli(h, tmp, args.runs)
+    fleet_figures = loop.run_until_complete(measure_fleet(h, tmp, args.runs))
     loop.run_until_complete(pool.close())
     loop.close()
     raw_mb_s = raw_bytes / t_raw / 1e6
@@ -230,6 +246,83 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
         "raw_bytes": raw_bytes,
         **agent_figures,
         "agent_vs_controlmaster": round(agent_figures["agent_s"] / t_cm, 4),
+        **cli_figures,
+        "cli_second_vs_controlmaster": round(cli_figures["cli_second_run_s"] / t_cm, 4),
+        "cli_second_command_vs_controlmaster": round(cli_figures["cli_second_command_s"] / t_cm, 3),
+        **fleet_figures,
+    }
+
+
+def measure_cli(h: SshHarness, tmp: Path, runs: int) -> dict:
+    """`sleuth probe run --shell true --target ct200` as a user types it, again and again: the
+    first starts the broker and the agent; the later ones reuse them. The run's own seconds
+    (from --json) and the whole command's wall time."""
+    import os
+
+    project = tmp / "cli"
+    project.mkdir(exist_ok=True)
+    (project / "sleuth.toml").write_text(h.toml("ct200"))
+    sleuth = [sys.executable, "-m", "sleuth"]
+    env = {**os.environ, "SLEUTH_AGENT_IDLE": "120"}
+    subprocess.run([*sleuth, "init"], cwd=project, capture_output=True, check=True, env=env)
+
+    def once() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        proc = subprocess.run([*sleuth, "probe", "run", "--shell", "true", "--target", "ct200", "--json"], cwd=project,
+                              capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["seconds"], wall
+
+    first_run, first_wall = once()
+    later = [once() for _ in range(runs)]
+    t0 = time.perf_counter()
+    subprocess.run([*sleuth, "--version"], capture_output=True, check=True)
+    startup = time.perf_counter() - t0
+    subprocess.run([*sleuth, "agent", "stop"], cwd=project, capture_output=True, env=env)
+    return {
+        "cli_first_run_s": round(first_run, 4),
+        "cli_first_command_s": round(first_wall, 3),
+        "cli_second_run_s": round(statistics.median(r for r, _ in later), 4),
+        "cli_second_command_s": round(statistics.median(w for _, w in later), 3),
+        "cli_python_start_s": round(startup, 3),
+    }
+
+
+async def measure_fleet(h: SshHarness, tmp: Path, runs: int) -> dict:
+    """One probe on a fleet of 16 members (16 targets through the jump host, one agent each)
+    vs a fleet of one, with the agents up (the first fan-out starts them: timed apart)."""
+    from sleuth.hypotheses import load_catalog
+    from sleuth.probes import Config, Fleet, Target, probe_from_file
+    from sleuth.sessions import Investigation, run_fleet
+
+    script = tmp / "trivial_probe.py"
+    script.write_text('PROBE = {"id": "trivial", "title": "trivial", "timeout": 60}\nemit("result", ok=True)\n')
+    probe = probe_from_file(script)
+    members = {f"m{i:02d}": h.target(f"m{i:02d}") for i in range(16)}
+    config = Config(None, {**members, "one": Target("one", fleet=Fleet("list", names=("m00",))),
+                           "sixteen": Target("sixteen", fleet=Fleet("list", names=tuple(members)))})
+    inv = Investigation.create(tmp / "fleet.sleuth", "bench", load_catalog())
+    agents = AgentPool()
+
+    async def fan(fleet: str) -> float:
+        t0 = time.perf_counter()
+        report = await run_fleet(inv, config, config.target(fleet), probe, {}, agents=agents, force=True)
+        assert report.comparison is not None and not report.comparison.unreachable, report.comparison.unreachable
+        return time.perf_counter() - t0
+
+    try:
+        cold16 = await fan("sixteen")
+        one = statistics.median([await fan("one") for _ in range(runs)])
+        sixteen = statistics.median([await fan("sixteen") for _ in range(max(runs // 3, 3))])
+    finally:
+        await agents.close()
+        inv.close()
+    return {
+        "fleet_one_s": round(one, 4),
+        "fleet16_s": round(sixteen, 4),
+        "fleet16_first_s": round(cold16, 3),
+        "fleet16_vs_one": round(sixteen / one, 3),
     }
 
 
