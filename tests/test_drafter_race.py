@@ -144,3 +144,11 @@ def test_the_race_split_across_modules_is_gone_under_one_lock(project, how):
     else:
         sleuth(project, "remedy", "revert", "drafter")
     assert {p.name: p.read_bytes() for p in (project / "drafter").glob("*.py")} == originals
+
+
+def test_devices_gives_each_device_its_drafter_and_counts_per_device(project):
+    """The multi-GPU code path (issue 17) on CPU with one device: one drafter copy per device,
+    per-device counts in the last line."""
+    summary, proc = drafter(project, "--devices", "cpu", "--threads", "1", "--steps", "3")
+    assert proc.returncode == 0 and summary["devices"] == ["cpu"]
+    assert summary["per_device"] == {"cpu": {"steps": 3, "errors": {}}} and summary["steps"] == 3

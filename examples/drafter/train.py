@@ -1,7 +1,12 @@
 """Train the example drafter with N worker threads — and hit the compile race.
 
-    python examples/drafter/train.py [--threads 4] [--steps 30] [--device cpu]
+    python examples/drafter/train.py [--threads 4] [--steps 30] [--device cpu | --devices cuda:0,cuda:1]
                                      [--race fx-trace|compile] [--cold-cache] [--seed 0]
+
+--devices: one drafter copy per device (the same weights), worker i drives devices[i % n] —
+as in the seed, where drafter threads each drive their own GPU and compile on first use
+there; the target side (its feature extractor) stays on the first device. The JSON has
+per-device counts ("per_device": {device: {"steps", "errors"}}).
 
 --race fx-trace (default): a target-side thread FX-traces the target model while drafter
 threads call the compiled flex_attention: torch raises "Detected that you are using FX to
@@ -17,6 +22,7 @@ line of stdout is always JSON: {"errors": {type: count}, "compiles_during_worker
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -33,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--steps", type=int, default=30, help="steps per worker")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--devices", help="comma-separated devices (cuda:0,cuda:1): one drafter copy each; overrides --device")
     ap.add_argument("--race", choices=["fx-trace", "compile"], default="fx-trace")
     ap.add_argument("--cold-cache", action="store_true", help="start from empty inductor/triton caches")
     ap.add_argument("--seq", type=int, default=128, help="sequence length (worker i uses seq + 16*i with --race compile)")
@@ -55,9 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     from torch._dynamo.utils import counters
 
     torch.manual_seed(args.seed)
-    device = torch.device(args.device)
-    drafter = Drafter().to(device)
+    devices = [torch.device(d.strip()) for d in (args.devices or args.device).split(",") if d.strip()]
+    device = devices[0]  # the target side
+    base = Drafter()
+    drafters = {str(d): copy.deepcopy(base).to(d) for d in devices}  # the same weights on every device
     target = TargetModel().to(device)
+    per_device: dict[str, dict] = {str(d): {"steps": 0, "errors": {}} for d in devices}
     errors: dict[str, int] = {}
     first_error: list[str] = []
     losses: list[float] = []
@@ -67,20 +77,26 @@ def main(argv: list[str] | None = None) -> int:
     def seq_len(worker: int) -> int:
         return args.seq + (16 * worker if args.race == "compile" else 0)
 
-    def record(exc: BaseException) -> None:
+    def device_of(worker: int) -> torch.device:
+        return devices[worker % len(devices)]
+
+    def record(exc: BaseException, worker: int | None = None) -> None:
         with lock:
             name = type(exc).__name__
             errors[name] = errors.get(name, 0) + 1
+            where = per_device[str(device if worker is None else device_of(worker))]["errors"]
+            where[name] = where.get(name, 0) + 1
             if not first_error:
                 first_error.append(traceback.format_exc())
 
     def draft_step(worker: int, step: int) -> float:
         g = torch.Generator().manual_seed(args.seed * 1000 + worker * 100 + step)
         s = seq_len(worker)
-        tokens = torch.randint(0, 512, (1, s), generator=g).to(device)
-        hidden = torch.randn(1, s, 64, generator=g).to(device)
+        on = device_of(worker)
+        tokens = torch.randint(0, 512, (1, s), generator=g).to(on)
+        hidden = torch.randn(1, s, 64, generator=g).to(on)
         with torch.set_grad_enabled(args.backward):
-            logits = drafter(tokens, hidden)
+            logits = drafters[str(on)](tokens, hidden)
             loss = torch.nn.functional.cross_entropy(logits.view(-1, 512), tokens.view(-1))
         if args.backward:
             loss.backward()
@@ -94,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 loss = draft_step(index, step)
             except Exception as exc:  # the race: keep going, count it
-                record(exc)
+                record(exc, index)
                 continue
             finally:
                 if step == 0:
@@ -102,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             with lock:
                 losses.append(loss)
                 steps_done[0] += 1
+                per_device[str(device_of(index))]["steps"] += 1
         # As in training, a worker does not stop while the others are still starting up
         # (compiling their first shape): it keeps drafting; these calls are not counted.
         extra = 0
@@ -109,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 draft_step(index, extra % args.steps)
             except Exception as exc:
-                record(exc)
+                record(exc, index)
             extra += 1
 
     def watch_first_steps() -> None:
@@ -133,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         stop.clear()
         all_compiled.clear()
         watcher = threading.Thread(target=watch_first_steps, name="watch-first-steps", daemon=True)
-        draft_step(0, 0)  # the usual warm-up: one call on the main thread, first shape only
+        draft_step(0, 0)  # the usual warm-up: one call on the main thread, first shape, first device only
         threads = [threading.Thread(target=worker, args=(i,), name=f"drafter-{i}") for i in range(args.threads)]
         if args.race == "fx-trace":
             threads.append(threading.Thread(target=feature_extractor, name="target-features"))
@@ -155,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 total += draft_step(0, step)
             except Exception as exc:
-                record(exc)
+                record(exc, 0)
                 continue
             steps_done[0] += 1
+            per_device[str(device_of(0))]["steps"] += 1
         extract_features(target, torch.randn(1, 8, 64, device=device))
         return total
 
@@ -185,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         "compiles_during_workers": compiles_during,
         "steps": steps_done[0],
         "threads": args.threads,
+        "devices": [str(d) for d in devices],
+        "per_device": per_device,
         "race": args.race,
         "cold_cache": args.cold_cache,
         "torch": torch.__version__,

@@ -9,9 +9,9 @@ PROBE = {
     "cost": 40,
     "needs": ["torch"],
     "params": {"entry": "examples/drafter/train.py", "args": [], "threads": 4, "trials": 3, "cold_cache": True,
-               "race": "fx-trace", "control": True, "per_run_timeout": 300},
+               "race": "fx-trace", "control": True, "per_run_timeout": 300, "devices": None},
     "reports": ["threads", "trials", "failed_trials", "fx_trace_errors", "errors_total", "errors", "calls",
-                "cold_cache", "race", "control_errors", "compiles_during_workers"],
+                "cold_cache", "race", "control_errors", "compiles_during_workers", "devices", "per_device"],
 }
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
@@ -46,6 +46,9 @@ if not os.path.isfile(P["entry"]):
 
 def run_once(threads):
     argv = [sys.executable, P["entry"], *P["args"], "--threads", str(threads), "--race", P["race"]]
+    if P.get("devices"):  # one drafter per device (the example drafter's --devices)
+        devices = P["devices"] if isinstance(P["devices"], str) else ",".join(P["devices"])
+        argv += ["--devices", devices]
     env = dict(os.environ)
     if P["cold_cache"]:
         fresh = tempfile.mkdtemp(prefix="sleuth-cold-")
@@ -89,9 +92,19 @@ errors = {}
 for t in trials:
     for name, n in t["errors"].items():
         errors[name] = errors.get(name, 0) + n
+per_device = {}
+for t in trials:  # several devices: which failed, trial by trial
+    for dev, counts in (t.get("per_device") or {}).items():
+        d = per_device.setdefault(dev, {"steps": 0, "errors": 0, "failed_trials": 0})
+        d["steps"] += counts.get("steps") or 0
+        n = sum((counts.get("errors") or {}).values())
+        d["errors"] += n
+        d["failed_trials"] += 1 if n else 0
 emit(
     "result",
     threads=P["threads"],
+    devices=trials[0].get("devices") if trials else None,
+    per_device=per_device or None,
     trials=len(trials),
     failed_trials=sum(1 for t in trials if t["errors"] or t["exit"]),
     fx_trace_errors=sum(t["fx_trace_errors"] for t in trials),
