@@ -178,7 +178,7 @@ async def run_fleet(
     members: list[Target] | None = None,
 ) -> FleetReport:
     """Run *probe* on every member of *fleet* at once and record the comparison."""
-    pool = pool or (agents.ssh if agents is not None else SshPool())
+    pool = pool or getattr(agents, "ssh", None) or SshPool()  # (a broker client keeps its connections in the broker)
     if members is None:
         members = await expand_fleet(config, fleet, pool)
     inv.record_fleet(fleet.name, fleet.fleet.describe() if fleet.fleet else fleet.name,
