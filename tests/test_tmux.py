@@ -64,15 +64,17 @@ def test_demo_in_a_real_terminal(tmp_path: Path):
     term = Tmux(tmp_path)
     try:
         term.start("sleuth demo hunt")
-        term.wait_for("Guided demo", "FX-trace RuntimeError", "compile race", "target local", "no run yet", "r run", timeout=90)
+        # the known-good baseline (#1) was fingerprinted before the UI opened
+        term.wait_for("Guided demo", "FX-trace RuntimeError", "compile race", "target local", "RUN #1 env-fingerprint",
+                      "r run", timeout=90)
         term.keys("Down")
         term.wait_for("next:", "run fx-trace-state  [r]")  # the cheapest probe that can still tell
         # down to the cache invalidation hypothesis; r runs its probe (cache-inventory)
         term.keys(*["Down"] * 9)
         term.wait_for("The inductor / triton caches were wiped")
         term.keys("r")
-        screen = term.wait_for("RUN #1 cache-inventory on local", "completed", timeout=120)
-        assert "#1 cache-inventory" in screen  # in the timeline too
+        screen = term.wait_for("RUN #2 cache-inventory on local · completed", timeout=120)
+        assert "#2 cache-inventory" in screen  # in the timeline too
         # a note, through the add dialog
         term.keys("a")
         term.wait_for("Add", "text of the note")
