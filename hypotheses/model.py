@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from .catalog import HypothesisDef, SymptomDef
 from .queries import StateQueries
@@ -49,7 +50,7 @@ class InvestigationState(StateQueries):
     :class:`StateQueries` (queries.py)."""
 
     def __init__(self) -> None:
-        self._graph = nx.MultiDiGraph()
+        self._graph: nx.MultiDiGraph | None = None  # made when first read (networkx loads then)
         # Node and edge additions wait here until someone reads .graph: folding 100k events
         # should not pay networkx's per-edge cost for a graph nobody looks at.
         self._pending_nodes: list[tuple[str, dict[str, Any]]] = []
@@ -108,6 +109,10 @@ class InvestigationState(StateQueries):
     @property
     def graph(self) -> nx.MultiDiGraph:
         """The hypothesis graph (a networkx MultiDiGraph), up to the last folded event."""
+        if self._graph is None:
+            import networkx
+
+            self._graph = networkx.MultiDiGraph()
         if self._pending_nodes or self._pending_edges:
             with _gc_paused():
                 self._graph.add_nodes_from(self._pending_nodes)
@@ -152,7 +157,7 @@ class InvestigationState(StateQueries):
     def _hypothesis(self, e: Event) -> None:
         hyp = HypothesisDef.from_dict(e.data)
         node = f"hyp:{hyp.id}"
-        if node in self.graph:  # a newer definition replaces the catalog edges
+        if hyp.id in self.hypotheses:  # a newer definition replaces the catalog edges (not a link's placeholder)
             stale = [
                 (u, v, k) for u, v, k, d in self.graph.out_edges(node, keys=True, data=True) if d.get("catalog")
             ] + [(u, v, k) for u, v, k, d in self.graph.in_edges(node, keys=True, data=True) if d.get("catalog")]

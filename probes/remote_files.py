@@ -12,12 +12,13 @@ from __future__ import annotations
 import base64
 import posixpath
 
-import asyncssh
-
+from ._lazy import LazyModule
 from .config import Target
 from .errors import TransportError
 from .hops import HopChain, container_prefix
 from .transports import SshPool, run_chain
+
+asyncssh = LazyModule("asyncssh")  # imported when a remote file is first read or written
 
 __all__ = ["ORIGINAL_SUFFIX", "list_tree", "read_file", "remote_path", "write_file"]
 

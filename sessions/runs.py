@@ -140,7 +140,8 @@ async def measure_state(
 
 
 def request_for_shell(command: str, timeout: float | None = None) -> RunRequest:
-    spec = ProgramSpec(probe="shell", mode="shell", shell=command)
+    # forked from the agent: the shell command runs in bash, the fork only saves starting Python
+    spec = ProgramSpec(probe="shell", mode="shell", shell=command, fork=True)
     return RunRequest("shell", "shell", spec, {"cmd": command}, timeout)
 
 

@@ -21,15 +21,27 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any
-
-import libcst as cst
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RemedyError
-from .common import Findings
 from .files import CodeFile, LocalFile, RemoteFile, code_file, remote_tree
-from .lock import lock_transform
-from .precompile import precompile_transform
+
+if TYPE_CHECKING:
+    from .common import Findings
+
+# The codemods (libcst) load when a remedy is previewed or applied, not with every command.
+
+
+def _lock(source: str, file: CodeFile, shapes: list[dict[str, Any]], note: str) -> tuple[str, Findings, dict[str, int]]:
+    from .lock import lock_transform
+
+    return lock_transform(source)
+
+
+def _precompile(source: str, file: CodeFile, shapes: list[dict[str, Any]], note: str) -> tuple[str, Findings, dict[str, int]]:
+    from .precompile import precompile_transform
+
+    return precompile_transform(source, file, shapes, note)
 
 __all__ = [
     "REMEDIES",
@@ -47,7 +59,7 @@ __all__ = [
     "sha256",
 ]
 
-Transform = Callable[[str, CodeFile, list[dict[str, Any]], str], tuple[str, Findings, dict[str, int]]]
+Transform = Callable[[str, CodeFile, list[dict[str, Any]], str], "tuple[str, Findings, dict[str, int]]"]
 
 
 @dataclass(frozen=True)
@@ -65,16 +77,22 @@ REMEDIES: dict[str, Remedy] = {
         "lock",
         "one process-wide re-entrant lock around every compiled flex_attention call, "
         "create_block_mask and FX tracing site (fixes concurrent compile and concurrent FX trace)",
-        lambda source, file, shapes, note: lock_transform(source),
+        _lock,
     ),
     "precompile": Remedy(
         "precompile",
         "compile every shape before the workers start, then fail on any recompile "
         "(fixes concurrent compile; not concurrent FX trace)",
-        precompile_transform,
+        _precompile,
         needs_shapes=True,
     ),
 }
+
+
+def _syntax_error() -> type[Exception]:
+    import libcst
+
+    return libcst.ParserSyntaxError
 
 
 def sha256(data: bytes) -> str:
@@ -151,7 +169,7 @@ def preview(remedy: str, file: CodeFile | Path | str, *, shapes: list[dict[str, 
         after, found, _counts = REMEDIES[remedy].transform(source, file, shapes or [], source_note)
     except UnicodeDecodeError:
         raise RemedyError(f"{path}: not UTF-8 text") from None
-    except cst.ParserSyntaxError as exc:
+    except _syntax_error() as exc:
         raise RemedyError(f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}") from None
     findings = [{"line": f.line, "what": f.what, "handled": f.handled, "left_unlocked": f.left_unlocked} for f in found.items]
     blocked = [f"{path}:{f.line}: {f.what}" if f.line else f"{path}: {f.what}" for f in found.unhandled]

@@ -14,15 +14,17 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
-import asyncssh
-
+from .._lazy import LazyModule
 from ..config import Target
 from ..errors import TransportError
 from ..hops import HopChain
 from .base import READ_SIZE, Exit, Process, Transport
 
 __all__ = ["SshPool", "SshTransport", "split_host"]
+
+asyncssh = LazyModule("asyncssh")  # imported on the first connection
 
 # AES-GCM first: one AEAD call a packet where chacha20-poly1305 takes three in asyncssh
 # (measured on loopback: 208 vs 144 MB/s). Both are OpenSSH defaults; the server picks.
@@ -51,14 +53,23 @@ def split_host(spec: str, user: str | None = None, port: int | None = None) -> t
     return spec, user, port
 
 
-class _Client(asyncssh.SSHClient):
-    def __init__(self) -> None:
-        self.lost: Exception | None = None
-        self.closed = False
+_CLIENT: type | None = None
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.lost = exc
+
+def _Client() -> Any:  # noqa: N802 - stands for the class, made on first use (asyncssh loads then)
+    global _CLIENT
+    if _CLIENT is None:
+        class Client(asyncssh.SSHClient):
+            def __init__(self) -> None:
+                self.lost: Exception | None = None
+                self.closed = False
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                self.closed = True
+                self.lost = exc
+
+        _CLIENT = Client
+    return _CLIENT()
 
 
 class SshPool:
