@@ -4,14 +4,22 @@ Small reads are coalesced into rows of up to 1 MiB or 50 ms of output, each row 
 line index (first line overall and within its stream, lines starting in it, whether it
 starts mid-line), and rows commit in small batches; secrets are redacted on the way in
 (a trailing run of token characters waits for the next chunk, so a split secret is caught).
+
+Redaction and the inserts run in a writer thread of the capture's own, on its own SQLite
+connection (WAL: one writer at a time, readers never wait), so the event loop goes on
+reading the transport meanwhile: one pass over each byte, off the loop. The counts
+(``lines``, ``bytes``) wait for the writer to catch up before they answer.
 """
 
 from __future__ import annotations
 
+import queue
+import sqlite3
+import threading
 import time
 from typing import TYPE_CHECKING
 
-from .store import STREAMS
+from .store import STREAMS, _tune
 
 if TYPE_CHECKING:
     from .store import Store
@@ -30,10 +38,13 @@ class CaptureWriter:
     COALESCE_S = 0.05
     CHECKPOINT_AFTER_BYTES = 16 << 20
 
-    def __init__(self, store: Store, run: int) -> None:
+    def __init__(self, store: Store, run: int, threaded: bool = True) -> None:
         self.store = store
         self.run = run
         self.conn = store.conn
+        self._queue: queue.SimpleQueue | None = queue.SimpleQueue() if threaded else None
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
         self._seq = 0
         self._line0 = 0
         self._slines = [0, 0]
@@ -51,11 +62,66 @@ class CaptureWriter:
 
     @property
     def lines(self) -> dict[str, int]:
+        self._drain()
         return {"stdout": self._slines[0], "stderr": self._slines[1]}
 
     @property
     def bytes(self) -> int:
+        self._drain()
         return self._bytes
+
+    # ---------------------------------------------------------------- the writer thread
+
+    def _put(self, item: tuple) -> None:
+        if self._queue is None:
+            self._do(item)
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name=f"capture-run-{self.run}", daemon=True)
+            self._thread.start()
+        self._queue.put(item)
+
+    def _work(self) -> None:
+        assert self._queue is not None
+        self.conn = sqlite3.connect(self.store.path, isolation_level=None, check_same_thread=False)
+        _tune(self.conn)
+        try:
+            while True:
+                item = self._queue.get()
+                if item[0] == "stop":
+                    self._commit()
+                    item[1].set()
+                    return
+                try:
+                    self._do(item)
+                except BaseException as exc:  # kept for the loop side: said at close, never lost silently
+                    self._failed = self._failed or exc
+                    if item[0] == "sync":
+                        item[1].set()
+        finally:
+            self.conn.close()
+
+    def _do(self, item: tuple) -> None:
+        kind = item[0]
+        if kind == "data":
+            _kind, s, data, ts, exact = item
+            self._store(s, self.store.redactor.redact_bytes(data), ts)
+        elif kind == "commit":
+            self._commit()
+        elif kind == "sync":
+            self._commit()
+            item[1].set()
+
+    def _drain(self) -> None:
+        """Wait until the writer has stored and committed everything given so far."""
+        if self._queue is None or self._thread is None or not self._thread.is_alive():
+            return
+        done = threading.Event()
+        self._queue.put(("sync", done))
+        done.wait()
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
 
     def write(self, stream: str, data: bytes, ts: float | None = None) -> None:
         """Take bytes as they arrive; they reach the store within COALESCE_S (or at flush)."""
@@ -79,7 +145,7 @@ class CaptureWriter:
         for other in (0, 1):
             if self._pending[other] or self._carry[other]:
                 self._emit(other, final=True)
-        self._store(s, self.store.redactor.redact_bytes(data), ts)
+        self._put(("data", s, data, ts, True))
 
     def _emit(self, s: int, final: bool = False) -> None:
         red = self.store.redactor
@@ -88,7 +154,7 @@ class CaptureWriter:
         cut = len(buffer) if final else red.split_safe(buffer)
         self._carry[s] = buffer[cut:]
         if cut:
-            self._store(s, red.redact_bytes(buffer[:cut]), self._pending_ts[s])
+            self._put(("data", s, buffer[:cut], self._pending_ts[s], False))
 
     def flush(self, final: bool = False) -> None:
         """Write what has arrived and commit. A few trailing bytes that a secret could
@@ -97,10 +163,20 @@ class CaptureWriter:
         for s in (0, 1):
             if self._pending[s] or (self._carry[s] and (final or idle)):
                 self._emit(s, final=final or idle)
-        self._commit()
+        self._put(("commit",))
 
     def close(self, complete: bool = True) -> dict[str, int]:
         self.flush(final=True)
+        if self._thread is not None:
+            done = threading.Event()
+            self._queue.put(("stop", done))
+            done.wait()
+            self._thread.join()
+            self._thread = None
+            self.conn = self.store.conn
+            if self._failed is not None:
+                failed, self._failed = self._failed, None
+                raise failed
         self.conn.execute(
             "UPDATE outputs SET bytes = ?, stdout_lines = ?, stderr_lines = ?, complete = ? WHERE run = ?",
             (self._bytes, self._slines[0], self._slines[1], int(complete), self.run),
