@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import struct
 import time
 from pathlib import Path
@@ -70,8 +71,8 @@ class _AgentRun(Process):
     written to it (sent in one R frame at EOF), its output arrives in O/E frames, kill is a
     C frame (the agent kills the child's whole process group)."""
 
-    def __init__(self, agent: Agent, ident: int, fork: bool) -> None:
-        self.agent, self.ident, self.fork = agent, ident, fork
+    def __init__(self, agent: Agent, ident: int, fork: bool, cwd: str | None = None) -> None:
+        self.agent, self.ident, self.fork, self.cwd = agent, ident, fork, cwd
         self.hop = agent.target.far_hop
         self.started = time.monotonic()
         self.program = bytearray()
@@ -86,7 +87,10 @@ class _AgentRun(Process):
         self.program.extend(data)
 
     def write_eof(self) -> None:
-        self.agent._send("R", self.ident, {"program": self.program.decode("latin-1"), "fork": self.fork})
+        request = {"program": self.program.decode("latin-1"), "fork": self.fork}
+        if self.cwd:
+            request["cwd"] = self.cwd
+        self.agent._send("R", self.ident, request)
 
     async def read(self, stream: str, size: int = READ_SIZE) -> bytes:
         return await self.queues[stream].get()
@@ -126,7 +130,11 @@ class AgentTransport(Transport):
             raise TransportError(f"hop {agent.target.far_hop}: {agent.dead}", agent.target.far_hop)
         ident = agent._next
         agent._next += 1
-        run = _AgentRun(agent, ident, fork)
+        # a local target runs where the command was given (or in its workdir), wherever the
+        # agent itself was started (a broker's agent lives on between commands and folders)
+        target = chain.target
+        cwd = (target.workdir or os.getcwd()) if target.is_local else None
+        run = _AgentRun(agent, ident, fork, cwd)
         agent._runs[ident] = run
         return run
 

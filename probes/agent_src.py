@@ -135,6 +135,8 @@ def _agent_main(source_hash):
         if pid == 0:  # the child
             try:
                 _os.setsid()
+                if request.get("cwd"):
+                    _os.chdir(request["cwd"])  # a local target: where the command was given
                 try:
                     sel.close()  # the agent's epoll fd
                 except Exception:

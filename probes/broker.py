@@ -155,6 +155,8 @@ class _Broker:
         key = f"{target.name}@{_definition_key(target)}"
         self.names[key] = target.name
         keyed = dataclasses.replace(target, name=key)
+        if target.is_local and not target.workdir and request.get("cwd"):
+            keyed = dataclasses.replace(keyed, workdir=request["cwd"])  # runs where the command was given
         self.pool.unavailable.pop(key, None)  # an agent that could not start then may start now
         program = base64.b64decode(request["program"])
         cancel = asyncio.Event()
@@ -312,7 +314,7 @@ class BrokerClient:
             info.note = (info.note + "; " if info.note else "") + f"no agent broker ({exc}): this command's own agent"
             return info
         request = {"op": "run", "target": target_to_dict(chain.target), "fork": fork, "timeout": timeout,
-                   "program": base64.b64encode(program).decode()}
+                   "program": base64.b64encode(program).decode(), "cwd": os.getcwd()}
         writer.write(json.dumps(request).encode() + b"\n")
         await writer.drain()
         cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None

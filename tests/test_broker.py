@@ -102,3 +102,17 @@ def test_no_agent_runs_in_a_session_of_its_own(project, sshd):
     data = run_json(project, "--shell", "echo alone", "--no-agent")
     assert data["classification"] == "completed"
     assert status(project) == {"running": False}
+
+
+def test_a_local_run_happens_where_the_command_was_given(tmp_path):
+    """The broker's agent lives on between commands; a local run still starts in the
+    command's own directory (relative entry paths), not in the broker's."""
+    d = tmp_path / "proj"
+    (d / "sub").mkdir(parents=True)
+    sleuth(d, "init")
+    for where in (d, d / "sub"):
+        data = json.loads(sleuth(where, "probe", "run", "--shell", "pwd; ls", "--json", "--force").stdout)
+        out = sleuth(where, "output", str(data["run_id"])).stdout.splitlines()
+        assert out[0] == str(where)
+    assert len(status(d)["agents"]) == 1  # one agent served both
+    sleuth(d, "agent", "stop")
