@@ -71,8 +71,9 @@ class _AgentRun(Process):
     written to it (sent in one R frame at EOF), its output arrives in O/E frames, kill is a
     C frame (the agent kills the child's whole process group)."""
 
-    def __init__(self, agent: Agent, ident: int, fork: bool, cwd: str | None = None) -> None:
-        self.agent, self.ident, self.fork, self.cwd = agent, ident, fork, cwd
+    def __init__(self, agent: Agent, ident: int, fork: bool, cwd: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.agent, self.ident, self.fork, self.cwd, self.env = agent, ident, fork, cwd, env
         self.hop = agent.target.far_hop
         self.started = time.monotonic()
         self.program = bytearray()
@@ -90,6 +91,8 @@ class _AgentRun(Process):
         request = {"program": self.program.decode("latin-1"), "fork": self.fork}
         if self.cwd:
             request["cwd"] = self.cwd
+        if self.env is not None:
+            request["env"] = self.env
         self.agent._send("R", self.ident, request)
 
     async def read(self, stream: str, size: int = READ_SIZE) -> bytes:
@@ -121,8 +124,9 @@ class _AgentRun(Process):
 class AgentTransport(Transport):
     """Runs probes as children of one running agent (the chain's target must be its own)."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, environ: dict[str, str] | None = None) -> None:
         self.agent = agent
+        self.environ = environ  # a local target's environment: the command's (None: this process's)
 
     async def start(self, chain: HopChain, *, fork: bool = False) -> Process:
         agent = self.agent
@@ -134,7 +138,9 @@ class AgentTransport(Transport):
         # agent itself was started (a broker's agent lives on between commands and folders)
         target = chain.target
         cwd = (target.workdir or os.getcwd()) if target.is_local else None
-        run = _AgentRun(agent, ident, fork, cwd)
+        # ... and with the command's environment, as a session of its own would have had it
+        env = {**(self.environ if self.environ is not None else os.environ), **target.env} if target.is_local else None
+        run = _AgentRun(agent, ident, fork, cwd, env)
         agent._runs[ident] = run
         return run
 
@@ -341,6 +347,7 @@ class AgentPool:
         cancel: asyncio.Event | None = None,
         timeout: float | None = None,
         fork: bool = False,
+        environ: dict[str, str] | None = None,
     ) -> ExitInfo:
         target = chain.target
         try:
@@ -352,7 +359,8 @@ class AgentPool:
             info = await run_process(transport, chain, program, on_output, cancel=cancel, timeout=timeout)
             info.note = f"no agent on {target.name} ({self.unavailable[target.name]}): ran in its own session"
             return info
-        info = await run_process(AgentTransport(agent), chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
+        info = await run_process(AgentTransport(agent, environ), chain, program, on_output, cancel=cancel, timeout=timeout,
+                                 fork=fork)
         if self.warm_modules and target.name not in self._warming and not agent.busy and not agent.dead:
             self._warming[target.name] = asyncio.ensure_future(self._warm(agent))
         return info

@@ -137,6 +137,9 @@ def _agent_main(source_hash):
                 _os.setsid()
                 if request.get("cwd"):
                     _os.chdir(request["cwd"])  # a local target: where the command was given
+                if request.get("env") is not None:  # ... and its environment
+                    _os.environ.clear()
+                    _os.environ.update(request["env"])
                 try:
                     sel.close()  # the agent's epoll fd
                 except Exception:

@@ -175,7 +175,8 @@ class _Broker:
         self.runs += 1
         try:
             info = await self.pool.run(HopChain.python(keyed), program, output, cancel=cancel,
-                                       timeout=request.get("timeout"), fork=bool(request.get("fork")))
+                                       timeout=request.get("timeout"), fork=bool(request.get("fork")),
+                                       environ=request.get("environ") if target.is_local else None)
         finally:
             watcher.cancel()
         exit_info = dataclasses.asdict(info)
@@ -314,7 +315,9 @@ class BrokerClient:
             info.note = (info.note + "; " if info.note else "") + f"no agent broker ({exc}): this command's own agent"
             return info
         request = {"op": "run", "target": target_to_dict(chain.target), "fork": fork, "timeout": timeout,
-                   "program": base64.b64encode(program).decode(), "cwd": os.getcwd()}
+                   "program": base64.b64encode(program).decode(), "cwd": os.getcwd(),
+                   # a local run gets this command's environment, not the broker's (never stored)
+                   "environ": dict(os.environ) if chain.target.is_local else None}
         writer.write(json.dumps(request).encode() + b"\n")
         await writer.drain()
         cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None

@@ -114,5 +114,11 @@ def test_a_local_run_happens_where_the_command_was_given(tmp_path):
         data = json.loads(sleuth(where, "probe", "run", "--shell", "pwd; ls", "--json", "--force").stdout)
         out = sleuth(where, "output", str(data["run_id"])).stdout.splitlines()
         assert out[0] == str(where)
-    assert len(status(d)["agents"]) == 1  # one agent served both
+    # ... and with the command's environment: a variable changed between commands is seen
+    for value in ("first", "second"):
+        proc = subprocess.run([SLEUTH, "probe", "run", "--shell", "echo $SLEUTH_TEST_VAR", "--json", "--force"], cwd=d,
+                              capture_output=True, text=True, env={**os.environ, "SLEUTH_TEST_VAR": value}, check=True)
+        run = json.loads(proc.stdout)["run_id"]
+        assert sleuth(d, "output", str(run)).stdout.strip() == value
+    assert len(status(d)["agents"]) == 1  # one agent served them all
     sleuth(d, "agent", "stop")
