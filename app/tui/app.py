@@ -8,7 +8,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from sleuth.probes import AgentPool, Config, SshPool, Transport, builtin_probes, load_config
+from sleuth.probes import Config, SshPool, Transport, builtin_probes, load_config
+from sleuth.probes.broker import BrokerClient
 from sleuth.sessions import Investigation, Store, Workspace
 from textual.app import App
 from textual.command import Hit, Hits, Provider
@@ -72,8 +73,9 @@ class SleuthApp(App):
         self.pool = SshPool()
         # runs go through the resident agents, unless a transport is given (the tests' fake)
         self.transport = transport
-        # probes run through one resident agent per target (started by the first run)
-        self.agents = AgentPool(self.pool, warm=("torch",))
+        # probes run through the resident agents the broker keeps between commands (the CLI's
+        # too: one agent per target whoever asks)
+        self.agents = BrokerClient(workspace.dir)
         self._replaying = replaying
         self._replay_at = replay_at
         self._hint = hint
@@ -98,5 +100,6 @@ class SleuthApp(App):
             self.push_screen(InvestigationScreen(hint=self._hint))
 
     async def on_unmount(self) -> None:
-        await self.agents.close()  # and the ssh connections
+        await self.agents.close()  # the broker keeps its agents for the next command
+        await self.pool.close()  # this app's own ssh connections (state reads of fleets, remote files)
         self.inv.close()
