@@ -14,11 +14,7 @@ from typing import Any
 from sleuth.probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket, serve
 from sleuth.sessions import Workspace
 
-__all__ = ["add_agent_commands", "broker_for"]
-
-
-def broker_for(ws: Workspace) -> BrokerClient:
-    return BrokerClient(ws.dir)
+__all__ = ["add_agent_commands"]
 
 
 def cmd_agent_serve(args: argparse.Namespace) -> int:

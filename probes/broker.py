@@ -248,7 +248,6 @@ class BrokerClient:
         self.idle_s = float(idle_s if idle_s is not None else os.environ.get("SLEUTH_AGENT_IDLE", DEFAULT_IDLE_S))
         self.start = start
         self._fallback: AgentPool | None = None
-        self.why_not: str | None = None
 
     @property
     def path(self) -> Path:
@@ -308,7 +307,6 @@ class BrokerClient:
         try:
             reader, writer = await self._connect()
         except (BrokerError, OSError) as exc:
-            self.why_not = str(exc)
             if self._fallback is None:
                 self._fallback = AgentPool(warm=("torch",))
             info = await self._fallback.run(chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)

@@ -217,8 +217,7 @@ def load_config(path: Path | str | None) -> Config:
             targets[name] = _target(name, table, loc)
         except ConfigError as exc:  # blocks only what uses this target; a warning for the rest
             broken[name] = exc
-    for warning in [f"{exc} (target {name} cannot be used until this is fixed)" for name, exc in broken.items()]:
-        _warn(warning)
+
     probe_params: dict[str, dict[str, Any]] = {}
     for probe, table in (doc.get("probes") or {}).items():
         if not isinstance(table, dict):
@@ -235,7 +234,10 @@ def load_config(path: Path | str | None) -> Config:
             raise ConfigError(path, line, 1, f"remedies.{remedy}.shapes: a list of shape tables "
                               "(as fx-trace-state records them: q, k, v, block_mask, grad)")
         remedy_params[remedy] = dict(table)
-    return Config(path, targets, probe_params, remedy_params, broken)
+    config = Config(path, targets, probe_params, remedy_params, broken)
+    for warning in config.warnings:
+        _warn(warning)
+    return config
 
 
 _WARNED: set[str] = set()
