@@ -65,10 +65,12 @@ class RecordParser:
         self._tail = b""
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
-        buffer = self._tail + data
-        if self.marker not in buffer:
-            self._tail = self._keep(buffer)
+        marker, tail = self.marker, self._tail
+        if marker not in data and (not tail or marker not in tail + data[: len(marker)]):
+            # the usual chunk: plain output, no record in it or across its start (no copy)
+            self._tail = self._keep(tail + data if len(data) < len(marker) else data)
             return []
+        buffer = tail + data
         lines = buffer.split(b"\n")
         last = lines.pop()
         self._tail = last if self.marker in last else self._keep(last)

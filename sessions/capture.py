@@ -149,12 +149,25 @@ class CaptureWriter:
 
     def _emit(self, s: int, final: bool = False) -> None:
         red = self.store.redactor
-        buffer = self._carry[s] + b"".join(self._pending[s])
+        pieces = self._pending[s]
+        if self._carry[s]:
+            pieces.insert(0, self._carry[s])
         self._pending[s], self._pending_len[s] = [], 0
-        cut = len(buffer) if final else red.split_safe(buffer)
-        self._carry[s] = buffer[cut:]
-        if cut:
-            self._put(("data", s, buffer[:cut], self._pending_ts[s], False))
+        self._carry[s] = b""
+        if not final and pieces:
+            # Where a secret could straddle the cut is decided within the last read when it
+            # is longer than the holdback (split_safe looks no further back): only that read
+            # is sliced, not the whole row (one copy of each byte instead of two).
+            last = pieces[-1] if len(pieces[-1]) >= red.holdback else b"".join(pieces)
+            if last is not pieces[-1]:
+                pieces = [last]
+            cut = red.split_safe(last)
+            if cut < len(last):
+                self._carry[s] = last[cut:]
+                pieces[-1] = last[:cut]
+        data = b"".join(pieces)
+        if data:
+            self._put(("data", s, data, self._pending_ts[s], False))
 
     def flush(self, final: bool = False) -> None:
         """Write what has arrived and commit. A few trailing bytes that a secret could

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from conftest import env_state
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sleuth.probes import HopChain, MockTransport, ProgramSpec, Reply, Target, execute, probe_reply
 from sleuth.probes.catalog import builtin_probes
 from sleuth.sessions import CircularRetest, request_for_probe, request_for_shell, run_probe
@@ -129,6 +131,25 @@ def test_records_split_across_chunks_are_found():
     outcome, sink = run(MockTransport(chunky))
     assert outcome.classification == "completed"
     assert {"kind": "result", "x": 7} in outcome.records
+
+
+@settings(max_examples=200, deadline=None)
+@given(cuts=st.lists(st.integers(1, 400), min_size=0, max_size=12), prefix=st.sampled_from([b"", b"noise ", b"@@sleu"]))
+def test_the_record_parser_finds_the_same_records_however_the_stream_is_cut(cuts, prefix):
+    """Records (and a marker split anywhere, even inside it) come out the same for any chunking."""
+    from sleuth.probes.protocol import RecordParser
+
+    marker = b"@@sleuth:n0nce "
+    stream = (b"plain output line\n" + prefix + marker + b'{"kind": "log", "i": 1}\n' + b"x" * 90 + b"\n"
+              + marker + b'{"kind": "result", "ok": true}\n' + b"@@sleuth:other {}\n" + marker + b'{"kind": "done"}')
+    parser = RecordParser("n0nce")
+    at = 0
+    for cut in sorted(set(cuts)):
+        parser.feed(stream[at:cut])
+        at = max(at, cut)
+    parser.feed(stream[at:])
+    parser.finish()
+    assert parser.kinds() == ["log", "result", "done"]
 
 
 # ------------------------------------------------------------------ run_probe: evidence and flags

@@ -161,6 +161,54 @@ def test_secrets_never_reach_the_store(tmp_path):
         assert event.data["note"] == "tok=<redacted:HF_TOKEN>"
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(1 << 16, (1 << 16) + 300),
+    needle=st.sampled_from([b"hf_", b"sk-", b"AKIA", b"-----BEGIN ", b"s3cr3t-value\x00x", b"\x00\x00"]),
+    at=st.one_of(st.none(), st.integers(0, (1 << 16) + 300)),
+    filler=st.sampled_from([b"a", b"\x00", b"hf", b"-", b"sk", b"AKI"]),
+)
+def test_contains_agrees_with_in_on_large_data(size, needle, at, filler):
+    """The GIL-free search (libc memmem, for 64 KiB and more) finds what ``in`` finds: at the
+    start, at the end, nowhere, among near misses and NUL bytes."""
+    from sleuth.sessions.redact import contains
+
+    data = (filler * size)[:size]
+    if at is not None:
+        at = min(at, size)
+        data = data[:at] + needle + data[at:]
+    assert contains(data, needle) == (needle in data)
+
+
+def test_secrets_in_large_chunks_never_reach_the_store(tmp_path):
+    """Output written in big reads (the sizes a fast transport delivers) takes the memmem path;
+    secrets anywhere in it, and split across two reads, are still replaced."""
+    token = "hf_" + "Zz9Yy8Xx7W" * 4
+    red = Redactor({"HF_TOKEN": token, "DB_PASSWORD": "correct-horse-battery"})
+    line = b'{"step": 1, "loss": 0.25}\n'
+    block = line * ((1 << 20) // len(line))
+    out = bytearray(block)
+    out[1000:1000] = f"token={token}\n".encode()
+    out[len(out) // 2 : len(out) // 2] = b"password correct-horse-battery here\n"
+    out += b"aws AKIA" + b"ABCDEFGHIJKLMNOP" + b" tail\n"
+    data = bytes(out)
+    with Store.create(tmp_path / "s.sleuth", red) as store:
+        cap = store.capture(1)
+        cut = 1005  # inside the token
+        cap.write("stdout", data[:cut])
+        for i in range(cut, len(data), 300_000):
+            cap.write("stdout", data[i : i + 300_000])
+        cap.close()
+        stored = store.output_bytes(1, "stdout")
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("s.sleuth*"))
+    for secret in (token.encode(), b"correct-horse-battery", b"AKIAABCDEFGHIJKLMNOP"):
+        assert secret not in raw
+    assert b"token=<redacted:HF_TOKEN>" in stored
+    assert b"password <redacted:DB_PASSWORD> here" in stored
+    assert b"aws <redacted> tail" in stored
+    assert stored.count(b"\n") == data.count(b"\n")
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     pieces=st.lists(

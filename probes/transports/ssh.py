@@ -36,6 +36,11 @@ _CIPHERS = [
     "aes192-ctr",
     "aes256-ctr",
 ]
+# The session's receive window: how much the far end may send before we have read it. With
+# asyncssh's 2 MiB, a busy moment on our side (the capture's writer, the GIL) stops the far
+# end; 8 MiB lets it keep sending meanwhile (capture of 200 MB on loopback: 0.64 → 0.76×
+# raw ssh, medians of 7 pairs). Memory: at most that much unread per running session.
+_WINDOW = 8 << 20
 
 
 def split_host(spec: str, user: str | None = None, port: int | None = None) -> tuple[str, str | None, int | None]:
@@ -268,7 +273,7 @@ class SshTransport(Transport):
         target = chain.target
         conn, client = await self.pool.get(target)  # TransportError names the hop
         try:
-            proc = await conn.create_process(chain.remote_command, encoding=None)
+            proc = await conn.create_process(chain.remote_command, encoding=None, window=_WINDOW)
         except (OSError, asyncssh.Error) as exc:
             self.pool.discard(target)
             what = f"hop {target.far_hop} (ssh {target.ssh}): could not open a session"
