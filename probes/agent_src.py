@@ -98,6 +98,11 @@ def _agent_main(source_hash):
                 module = __import__(name)
                 if name == "platform":
                     module.platform()  # caches uname for every forked child
+                elif name == "getpass":
+                    try:
+                        module.getuser()  # loads the passwd lookup (NSS) once: each state read asks
+                    except Exception:
+                        pass
                 warmed.append(name)
             except Exception as exc:
                 failed[name] = "%s: %s" % (type(exc).__name__, exc)

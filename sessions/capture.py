@@ -37,6 +37,8 @@ class CaptureWriter:
     COALESCE_BYTES = 1 << 20
     COALESCE_S = 0.05
     CHECKPOINT_AFTER_BYTES = 16 << 20
+    # Output beyond this goes through the writer thread (redaction and inserts off the loop).
+    THREAD_FROM_BYTES = 1 << 20
 
     def __init__(self, store: Store, run: int, threaded: bool = True) -> None:
         self.store = store
@@ -76,7 +78,14 @@ class CaptureWriter:
         if self._queue is None:
             self._do(item)
             return
+        if self._thread is None and self._bytes < self.THREAD_FROM_BYTES:
+            # the first MiB (all of most probes' output) is stored and committed right here: a
+            # thread of its own costs more to start than these inserts (16 of them for a fleet)
+            self._do(item)
+            self._commit()
+            return
         if self._thread is None:
+            self._commit()  # what was stored here is committed before the writer's connection takes over
             self._thread = threading.Thread(target=self._work, name=f"capture-run-{self.run}", daemon=True)
             self._thread.start()
         self._queue.put(item)
