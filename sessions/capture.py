@@ -39,6 +39,7 @@ class CaptureWriter:
     CHECKPOINT_AFTER_BYTES = 16 << 20
     # Output beyond this goes through the writer thread (redaction and inserts off the loop).
     THREAD_FROM_BYTES = 1 << 20
+    BATCH_BYTES = 8 << 20  # rows searched for secrets together when the writer is behind
 
     def __init__(self, store: Store, run: int, threaded: bool = True) -> None:
         self.store = store
@@ -94,21 +95,46 @@ class CaptureWriter:
         assert self._queue is not None
         self.conn = sqlite3.connect(self.store.path, isolation_level=None, check_same_thread=False)
         _tune(self.conn)
+        held: tuple | None = None
         try:
             while True:
-                item = self._queue.get()
+                item, held = (held, None) if held is not None else (self._queue.get(), None)
                 if item[0] == "stop":
                     self._commit()
                     item[1].set()
                     return
                 try:
-                    self._do(item)
+                    if item[0] == "data":
+                        # When the writer is behind, the rows waiting are searched for secrets
+                        # in one go (each search lets go of the GIL and must get it back: once
+                        # for the lot, not once per row), then stored as the rows they are.
+                        rows = [item]
+                        size = len(item[2])
+                        while size < self.BATCH_BYTES:
+                            try:
+                                nxt = self._queue.get_nowait()
+                            except queue.Empty:
+                                break
+                            if nxt[0] != "data":
+                                held = nxt
+                                break
+                            rows.append(nxt)
+                            size += len(nxt[2])
+                        self._store_rows(rows)
+                    else:
+                        self._do(item)
                 except BaseException as exc:  # kept for the loop side: said at close, never lost silently
                     self._failed = self._failed or exc
                     if item[0] == "sync":
                         item[1].set()
         finally:
             self.conn.close()
+
+    def _store_rows(self, rows: list[tuple]) -> None:
+        red = self.store.redactor
+        clean = len(rows) > 1 and not red.finds_any(b"".join(r[2] for r in rows))
+        for _kind, s, data, ts, _exact in rows:
+            self._store(s, data if clean else red.redact_bytes(data), ts)
 
     def _do(self, item: tuple) -> None:
         kind = item[0]

@@ -95,6 +95,12 @@ class Redactor:
         """How many trailing bytes a stream writer may hold so no secret is split."""
         return max(self._longest, 64)
 
+    def finds_any(self, data: bytes) -> bool:
+        """Whether redact_bytes could change *data*: a secret value or a token's start is in it."""
+        return any(contains(data, value) for value, _label in self._ordered) or any(
+            contains(data, prefix) for prefix in _TOKEN_PREFIXES
+        )
+
     def redact_bytes(self, data: bytes) -> bytes:
         for value, label in self._ordered:
             if contains(data, value):

@@ -209,6 +209,49 @@ def test_secrets_in_large_chunks_never_reach_the_store(tmp_path):
     assert stored.count(b"\n") == data.count(b"\n")
 
 
+def test_rows_searched_together_when_the_writer_is_behind_keep_every_secret_out(tmp_path):
+    """When the writer thread falls behind, the rows waiting are searched for secrets in one
+    go: a secret in any one of them still sends that row through redaction, the clean rows go
+    in as they are, in order, every line counted."""
+
+    class SlowFirst(Redactor):
+        def __init__(self, secrets: dict[str, str]) -> None:
+            super().__init__(secrets)
+            self.batches: list[int] = []
+
+        def redact_bytes(self, data: bytes) -> bytes:
+            if not self.batches:
+                time.sleep(0.3)  # the first row is slow: the next ones queue up behind it
+                self.batches.append(0)
+            return super().redact_bytes(data)
+
+        def finds_any(self, data: bytes) -> bool:
+            self.batches.append(len(data))
+            return super().finds_any(data)
+
+    red = SlowFirst({"WANDB_API_KEY": "0123456789abcdef"})
+    line = b'{"step": 1, "loss": 0.25, "note": "plain"}\n'
+    rows = []
+    for i in range(12):
+        row = bytearray(line * ((1 << 20) // len(line)))
+        if i in (4, 9):
+            row[500:500] = b"key 0123456789abcdef and " + (b"hf_" + b"Q" * 30 if i == 9 else b"") + b"\n"
+        rows.append(bytes(row))
+    data = b"".join(rows)
+    with Store.create(tmp_path / "s.sleuth", red) as store:
+        cap = store.capture(1)
+        for i in range(0, len(data), 256 << 10):
+            cap.write("stdout", data[i : i + (256 << 10)])
+        cap.close()
+        stored = store.output_bytes(1, "stdout")
+    assert max(red.batches) > 2 << 20  # rows were searched together
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("s.sleuth*"))
+    assert b"0123456789abcdef" not in raw and b"hf_QQQQ" not in raw
+    expected = red.redact_bytes(data)
+    assert stored == expected
+    assert stored.count(b"<redacted:WANDB_API_KEY>") == 2 and stored.count(b"<redacted>") == 1
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     pieces=st.lists(
