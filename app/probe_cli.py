@@ -159,6 +159,8 @@ def _run_fleet(ws: Workspace, config, fleet, probe, params: dict, args: argparse
                     print(f"  #{r.id:<4} {member.name:<28} {r.classification}" + (f" — {r.reason}" if r.classification != "completed" else ""))
                 elif member.name in report.reused:
                     print(f"  #{report.reused[member.name]:<4} {member.name:<28} not run again: the same state as then; its answer stands")
+            if report.reused:
+                print("  (--force runs them again)")
             print(f"\n{comparison.headline()}")
             for spread in comparison.spreads[:30]:
                 print(f"  {'⚠' if spread.drift else ' '} {spread.sentence(len(comparison.runs))}")

@@ -35,6 +35,7 @@ __all__ = [
     "clock",
     "event_sentence",
     "retest_prompt",
+    "fleet_retest_prompt",
     "short_fields",
     "verified_by",
     "run_summary",
@@ -473,6 +474,28 @@ def retest_prompt(st: InvestigationState, check: PreRunCheck, now: float) -> tup
     if fields:
         said += f"\n{fields}"
     return headline, points, said, "Nothing changed since, so it will say the same. Run anyway?"
+
+
+def fleet_retest_prompt(st: InvestigationState, same: dict[str, PreRunCheck], total: int,
+                        now: float) -> tuple[str, list[str], str, str]:
+    """The question before a fleet fan-out where some members would repeat their last run of
+    this check in the same state: which members, what each said then, the question."""
+    first = next(iter(same.values())).retest_of
+    headline = (f"{len(same)} of {total} members are in the same state as at their last "
+                f"{first.probe if first else 'run'} (same environment, code, caches, parameters):")
+    points = []
+    for name, check in list(same.items())[:8]:
+        earlier = check.retest_of
+        if earlier is None:
+            continue
+        verdicts = "; ".join(str(e) for e in st.verdicts_for(earlier.id)) or earlier.classification
+        points.append(f"{name}: as #{earlier.id} ({ago(now - earlier.started_ts)}) — {verdicts}")
+    if len(same) > 8:
+        points.append(f"… and {len(same) - 8} more")
+    others = total - len(same)
+    said = f"The other {others} member{'s' if others != 1 else ''} run now either way." if others else ""
+    return headline, points, said, ("Nothing changed on these, so they would say the same. Run them again? "
+                                    "(Don't run: their earlier answers stand in the comparison.)")
 
 
 def _size(n: float) -> str:

@@ -14,6 +14,7 @@ import asyncio
 import fnmatch
 import os
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -176,25 +177,37 @@ async def run_fleet(
     agents: AgentPool | None = None,
     force: bool = False,
     members: list[Target] | None = None,
+    ask: Callable[[dict[str, PreRunCheck]], Awaitable[bool]] | None = None,
 ) -> FleetReport:
-    """Run *probe* on every member of *fleet* at once and record the comparison."""
+    """Run *probe* on every member of *fleet* at once and record the comparison.
+
+    Every member's state is read first (all at once); members in the same state as their
+    last run of this check keep that run's answer — unless *force*, or *ask* (given those
+    members and their checks) says to run them again."""
     pool = pool or getattr(agents, "ssh", None) or SshPool()  # (a broker client keeps its connections in the broker)
     if members is None:
         members = await expand_fleet(config, fleet, pool)
     inv.record_fleet(fleet.name, fleet.fleet.describe() if fleet.fleet else fleet.name,
                      [{"name": m.name, "definition": m.definition()} for m in members])
     report = FleetReport(fleet.name, members)
+    checks: dict[str, tuple[Any, PreRunCheck]] = {}
 
-    async def one(member: Target) -> None:
+    async def check(member: Target) -> None:
         request = request_for_probe(inv, probe, member, config.params_for(probe.id, params))
-        check: PreRunCheck = await check_run(inv, member, request, pool=pool, agents=agents)
-        if check.retest_of is not None and not check.stochastic and not force:
-            report.reused[member.name] = check.retest_of.id  # the same state: its answer stands
-            return
-        report.reports[member.name] = await run_probe(inv, member, request, force=True, pool=pool, agents=agents,
-                                                      check=check)
+        checks[member.name] = (request, await check_run(inv, member, request, pool=pool, agents=agents))
 
-    await asyncio.gather(*(one(m) for m in members))
+    await asyncio.gather(*(check(m) for m in members))
+    same = {name: c for name, (_r, c) in checks.items() if c.retest_of is not None and not c.stochastic}
+    again = force or (bool(same) and ask is not None and await ask(same))
+    if not again:
+        report.reused = {name: c.retest_of.id for name, c in same.items()}  # the same state: its answer stands
+
+    async def run(member: Target) -> None:
+        request, pre = checks[member.name]
+        report.reports[member.name] = await run_probe(inv, member, request, force=True, pool=pool, agents=agents,
+                                                      check=pre)
+
+    await asyncio.gather(*(run(m) for m in members if m.name not in report.reused))
     st = inv.state
     answers, unreachable = {}, {}
     for member in members:  # in the fleet's order

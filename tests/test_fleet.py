@@ -189,9 +189,20 @@ def test_gpus_of_a_host_without_nvidia_smi_is_a_clear_error(tmp_path):
     assert "nvidia-smi" in proc.stderr and "box" in proc.stderr
 
 
+async def until(pilot, condition, timeout: float = 120.0) -> None:
+    """Until *condition()* holds (a dialog a worker waits on: settle() would wait forever)."""
+    import time
+
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "the condition never held"
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
 async def test_the_ui_runs_a_probe_on_a_fleet_and_shows_the_matrix(tmp_path, member_venvs):
     from sleuth.app.tui import SleuthApp
-    from sleuth.app.tui.dialogs import FleetMatrix, TargetDialog
+    from sleuth.app.tui.dialogs import FleetMatrix, RetestDialog, TargetDialog
     from sleuth.sessions import Workspace
     from test_ui import select, settle
     from textual.widgets import DataTable, OptionList
@@ -238,3 +249,28 @@ async def test_the_ui_runs_a_probe_on_a_fleet_and_shows_the_matrix(tmp_path, mem
         await pilot.press("m")  # the matrix again, from anywhere
         await pilot.pause()
         assert isinstance(app.screen, FleetMatrix)
+        await pilot.press("escape")
+        await pilot.pause()
+
+        # again, nothing changed: sleuth asks once for the fleet; "Don't run" keeps the answers
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, RetestDialog))
+        dialog = app.screen
+        body = str(dialog.query_one("#dialog-body").render())
+        assert "4 of 4 members are in the same state as at their last env-fingerprint" in body
+        assert all(f"node{i}: as #" in body for i in range(1, 5))
+        await pilot.press("n")
+        await settle(pilot, timeout=120)
+        assert isinstance(app.screen, FleetMatrix)
+        assert len(app.inv.state.runs) == 4  # nothing ran again
+        await pilot.press("escape")
+        await pilot.pause()
+
+        # and "Run anyway" runs every member again
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, RetestDialog))
+        await pilot.press("y")
+        await settle(pilot, timeout=180)
+        assert isinstance(app.screen, FleetMatrix)
+        st = app.inv.state
+        assert len(st.runs) == 8 and sorted(r.target for r in st.runs.values() if r.id > 4) == ["node1", "node2", "node3", "node4"]

@@ -31,7 +31,7 @@ from textual import work
 from textual.binding import Binding
 
 from ...errors import HypothesisError, ProbesError, SessionError
-from ...views import NextStep, Selection, next_step, retest_prompt
+from ...views import NextStep, Selection, fleet_retest_prompt, next_step, retest_prompt
 from ..dialogs import AddDialog, ConfirmDialog, RemedyDialog, RetestDialog, TargetDialog
 from ..widgets import LiveRun
 from .browse import BrowseScreen
@@ -214,9 +214,17 @@ class InvestigationScreen(BrowseScreen):
 
         fleet = self.app.target
         self.notify(f"{probe} on every member of {fleet.name} ({fleet.fleet.describe()})…")
+
+        async def ask(same: dict[str, Any]) -> bool:
+            """Members in the same state as at their last run of this check: run them again?"""
+            total = len(self.inv.state.fleets.get(fleet.name, {}).get("members", [])) or len(same)
+            self.refresh_all()  # their state reads are in the timeline already
+            return bool(await self.app.push_screen_wait(
+                RetestDialog(*fleet_retest_prompt(self.state, same, total, self.app.clock()))))
+
         try:
             report = await run_fleet(self.inv, self.app.config, fleet, self.app.probes[probe], params,
-                                     pool=self.app.pool, agents=self.app.agents)
+                                     pool=self.app.pool, agents=self.app.agents, ask=ask)
         except (SessionError, ProbesError, HypothesisError) as exc:
             self.notify(f"the fleet run could not start: {exc}", severity="error", timeout=10)
             return
@@ -226,7 +234,8 @@ class InvestigationScreen(BrowseScreen):
         comparison = report.comparison or Comparison(fleet.name, probe, {})
         if report.reports:
             self.show_output(max(r.run for r in report.reports.values()))
-        self.notify(comparison.headline(), timeout=10)
+        kept = ", ".join(f"{m} (#{r})" for m, r in report.reused.items())
+        self.notify(comparison.headline() + (f" — earlier answers kept: {kept}" if kept else ""), timeout=10)
         self.app.push_screen(FleetMatrix(comparison, fleet.fleet.describe() if fleet.fleet else ""))
 
     def action_quit(self) -> None:
