@@ -161,6 +161,83 @@ def test_members_from_an_ssh_client_config(tmp_path, sshd, member_venvs):
     assert "all 3 members agree" in data["headline"]
 
 
+KUBECTL = r"""#!/usr/bin/env python3
+# A kubectl stand-in (no cluster on this machine): the pods of a small JSON "cluster", and
+# `exec` runs the command here with POD_NAME set; every call's argv is logged for the test.
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "calls.log"), "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\n")
+pods = json.load(open(os.path.join(here, "pods.json")))
+args = sys.argv[1:]
+ns = args[args.index("-n") + 1] if "-n" in args else "default"
+if args[:2] == ["get", "pods"]:
+    key, _, value = args[args.index("-l") + 1].partition("=")
+    if "--field-selector=status.phase=Running" not in args:
+        sys.exit("stand-in: expected a Running field selector")
+    for pod in pods:
+        if pod["namespace"] == ns and pod["labels"].get(key) == value and pod["phase"] == "Running":
+            print(pod["name"])
+    sys.exit(0)
+if args[0] == "exec":
+    head, rest = args[1:args.index("--")], args[args.index("--") + 1:]
+    flags_with_value = {"-n", "-c"}
+    words = [a for i, a in enumerate(head) if not a.startswith("-") and (i == 0 or head[i - 1] not in flags_with_value)]
+    name = words[0]
+    if not any(p["name"] == name and p["namespace"] == ns for p in pods):
+        sys.exit(f'Error from server (NotFound): pods "{name}" not found')
+    os.environ["POD_NAME"] = name
+    os.execvp(rest[0], rest)
+sys.exit("stand-in: unsupported " + " ".join(args))
+"""
+
+
+def test_the_pods_of_a_label_selector_through_kubectl_exec(tmp_path, member_venvs):
+    """kubernetes members: `kubectl get pods -l …` finds the running pods (a pending one and
+    another label's are left out), each member runs through `kubectl exec -i -n NS POD -c CTR
+    --` (the agent's frames go over its stdin), the odd pod is named. kubectl here is a
+    stand-in — there is no cluster on this machine — so what is checked is sleuth's side: the
+    calls it makes and what it does with their answers."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(KUBECTL)
+    kubectl.chmod(0o755)
+    names = {"drafter-0": "node1", "drafter-1": "node2", "drafter-2": "node3"}
+    pods = [{"name": p, "namespace": "ml", "labels": {"app": "drafter"}, "phase": "Running"} for p in names]
+    pods.append({"name": "drafter-3", "namespace": "ml", "labels": {"app": "drafter"}, "phase": "Pending"})
+    pods.append({"name": "other-0", "namespace": "ml", "labels": {"app": "other"}, "phase": "Running"})
+    (bin_dir / "pods.json").write_text(json.dumps(pods))
+    venvs = member_venvs["node1"].parent
+    wrapper = tmp_path / "python"  # each pod's image has its python at the same path
+    cases = " ".join(f'{pod}) exec "{venvs}/{node}/bin/python" "$@";;' for pod, node in names.items())
+    wrapper.write_text(f'#!/bin/sh\ncase "$POD_NAME" in {cases} esac\nexit 97\n')
+    wrapper.chmod(0o755)
+    d = tmp_path / "proj"
+    d.mkdir()
+    toml = f'[targets.pods]\npython = "{wrapper}"\ncontainer = {{ kind = "none", user = "drafter" }}\n'
+    (d / "sleuth.toml").write_text(toml + 'members = { kubernetes = "app=drafter", namespace = "ml" }\n')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run([SLEUTH, "init"], cwd=d, env=env, check=True, capture_output=True)
+    proc = subprocess.run([SLEUTH, *FP, "--target", "pods"], cwd=d, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["members"] == ["pods/drafter-0", "pods/drafter-1", "pods/drafter-2"]
+    pkg = next(s for s in data["comparison"]["spreads"] if s["name"] == "sleuth-demo-pkg")
+    assert pkg["odd"] == {"pods/drafter-2": "2.0"} and pkg["majority"] == "1.0"
+    calls = [json.loads(line) for line in (bin_dir / "calls.log").read_text().splitlines()]
+    assert calls[0][:6] == ["get", "pods", "-l", "app=drafter", "-n", "ml"]
+    execs = [c for c in calls if c[0] == "exec"]
+    assert {tuple(c[:7]) for c in execs} == {("exec", "-i", "-n", "ml", p, "-c", "drafter") for p in names}
+    subprocess.run([SLEUTH, "agent", "stop"], cwd=d, env=env, capture_output=True)
+
+    # a namespace with no running pod of that label is a clear error, exit 2
+    (d / "sleuth.toml").write_text(toml + 'members = { kubernetes = "app=drafter", namespace = "staging" }\n')
+    proc = subprocess.run([SLEUTH, *FP, "--target", "pods"], cwd=d, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no running pod matches -l app=drafter" in proc.stderr, proc.stderr
+
+
+
 @pytest.mark.parametrize(("members", "words"), [
     ('["node1", 3]', "a list of target names"),
     ('{ slurm_job = "1", gpus = "all" }', "exactly one of"),
