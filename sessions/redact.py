@@ -33,8 +33,9 @@ _TOKEN_PREFIXES = (b"hf_", b"ghp_", b"github_pat_", b"sk-", b"AKIA", b"-----BEGI
 # From this size on, the searches go to the C library's memmem through ctypes, which lets
 # go of the GIL meanwhile: capture redacts in its writer thread while the event loop goes on
 # decrypting the transport. Python's own ``in`` holds the GIL for the whole pass (six of
-# them ≈ 300 MB/s here, serialised with asyncssh: capture at 0.37× raw ssh; with memmem
-# 0.7–0.8×, bench/probe_latency.py). Smaller data stays with ``in`` (no call overhead).
+# them ≈ 300 MB/s here, serialised with asyncssh: capture 83 MB/s, 0.37× raw ssh; with
+# memmem and the writer's batching 105–145 MB/s, 0.60–0.74× on this noisy 2-core VM,
+# bench/probe_latency.py). Smaller data stays with ``in`` (no call overhead).
 _MEMMEM_FROM = 1 << 16
 _TOKEN_CHARS = re.compile(rb"[A-Za-z0-9_\-+/=.]*\Z")
 _MIN_SECRET = 6  # shorter values ("1", "true") would redact half the output
