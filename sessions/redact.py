@@ -21,15 +21,26 @@ SECRET_NAME = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|SESSION_?KEY|COOKIE)",
     re.IGNORECASE,
 )
-_TOKEN_SHAPES = re.compile(
-    rb"(hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
-    rb"|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+# Each shape is a literal start and what must follow it. The alternation of them all is the
+# definition (leftmost match first, as re.sub finds it); one regex per start is how it runs:
+# a regex with a literal start skips to it fast, where the alternation tries every position
+# that begins with h, g, s, A or - (output full of "task-"/"disk-" redacted at 85 MB/s; the
+# "sk-" shape alone at ~690).
+_SHAPE_PARTS = (
+    (b"hf_", rb"[A-Za-z0-9]{20,}"),
+    (b"ghp_", rb"[A-Za-z0-9]{20,}"),
+    (b"github_pat_", rb"[A-Za-z0-9_]{20,}"),
+    (b"sk-", rb"[A-Za-z0-9_-]{20,}"),
+    (b"AKIA", rb"[0-9A-Z]{16}"),
+    (b"-----BEGIN ", rb"[A-Z ]*PRIVATE KEY-----"),
 )
+_SHAPES = tuple((start, re.compile(re.escape(start) + rest)) for start, rest in _SHAPE_PARTS)
+_TOKEN_SHAPES = re.compile(b"(" + b"|".join(shape.pattern for _start, shape in _SHAPES) + b")")
 # Literal starts of the shapes above: the regex only runs on data holding one of them, so
 # plain output (the usual case) costs one memory search per prefix. Each prefix is a pass
 # over every byte of output, so the list stays short: the tokens an ML engineer's
 # environment holds (Hugging Face, GitHub, OpenAI-style, AWS, SSH keys).
-_TOKEN_PREFIXES = (b"hf_", b"ghp_", b"github_pat_", b"sk-", b"AKIA", b"-----BEGIN ")
+_TOKEN_PREFIXES = tuple(start for start, _rest in _SHAPE_PARTS)
 # From this size on, the searches go to the C library's memmem through ctypes, which lets
 # go of the GIL meanwhile: capture redacts in its writer thread while the event loop goes on
 # decrypting the transport. Python's own ``in`` holds the GIL for the whole pass (six of
@@ -62,6 +73,26 @@ def contains(data: bytes, needle: bytes) -> bool:
         if fn is not None:
             return fn(data, len(data), needle, len(needle)) is not None
     return needle in data
+
+
+def _replace_shapes(data: bytes, present: list[re.Pattern[bytes]]) -> bytes:
+    """``_TOKEN_SHAPES.sub(b"<redacted>", data)``, by the shapes whose start is in *data*.
+
+    One shape: its own regex gives the same matches (no other can match). Several: their
+    matches, if none overlaps another, are exactly the alternation's (each position can begin
+    only one shape, so the leftmost match is the one found there); where two overlap, the
+    alternation itself decides, as it always did."""
+    if len(present) == 1:
+        return present[0].sub(b"<redacted>", data)
+    spans = sorted(m.span() for shape in present for m in shape.finditer(data))
+    if any(spans[i][1] > spans[i + 1][0] for i in range(len(spans) - 1)):
+        return _TOKEN_SHAPES.sub(b"<redacted>", data)
+    out, at = [], 0
+    for start, end in spans:
+        out += (data[at:start], b"<redacted>")
+        at = end
+    out.append(data[at:])
+    return b"".join(out)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -106,8 +137,9 @@ class Redactor:
         for value, label in self._ordered:
             if contains(data, value):
                 data = data.replace(value, label)
-        if any(contains(data, prefix) for prefix in _TOKEN_PREFIXES):
-            data = _TOKEN_SHAPES.sub(b"<redacted>", data)
+        present = [shape for start, shape in _SHAPES if contains(data, start)]
+        if present:
+            data = _replace_shapes(data, present)
         return data
 
     def redact_text(self, text: str) -> str:

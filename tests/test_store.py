@@ -180,6 +180,20 @@ def test_contains_agrees_with_in_on_large_data(size, needle, at, filler):
     assert contains(data, needle) == (needle in data)
 
 
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from([
+    b"hf_", b"ghp_", b"github_pat_", b"sk-", b"AKIA", b"-----BEGIN ", b"RSA ", b"PRIVATE KEY-----", b"ABCDEFGHIJKLMNOP",
+    b"A1b2C3d4E5", b"x", b"_", b"-", b" ", b"\n", b"task-", b"0123456789",
+]), max_size=40))
+def test_token_shapes_are_replaced_as_the_whole_alternation_replaces_them(pieces):
+    """Redaction runs one regex per token start present, yet replaces exactly what the one
+    alternation of all shapes replaces (leftmost first), overlapping shapes included."""
+    from sleuth.sessions.redact import _TOKEN_SHAPES
+
+    data = b"".join(pieces)
+    assert Redactor({}).redact_bytes(data) == _TOKEN_SHAPES.sub(b"<redacted>", data)
+
+
 def test_secrets_in_large_chunks_never_reach_the_store(tmp_path):
     """Output written in big reads (the sizes a fast transport delivers) takes the memmem path;
     secrets anywhere in it, and split across two reads, are still replaced."""
