@@ -110,9 +110,19 @@ class Slurm:
                 raise AssertionError(f"Slurm: never saw {what}\n{logs}")
             time.sleep(0.3)
 
+    def _job_gone(self) -> bool:
+        try:
+            return not self.run("squeue", "-j", self.job, "-h", "-o", "%T", timeout=10).strip()
+        except subprocess.SubprocessError:  # "Invalid job id": it has left the queue
+            return True
+
     def stop(self) -> None:
         if self.job:
             subprocess.run(["scancel", self.job], env=self.env, capture_output=True, timeout=30)
+            try:  # the batch step ends while its slurmd is still there to hear it (else it lingers)
+                self._wait(self._job_gone, "the job to end", 30)
+            except AssertionError:
+                pass
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -121,3 +131,5 @@ class Slurm:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if self.job and shutil.which("pkill"):  # whatever of the job's steps outlived the daemons
+            subprocess.run(["pkill", "-KILL", "-f", rf"^slurmstepd: \[{self.job}\."], capture_output=True)
