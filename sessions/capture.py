@@ -193,9 +193,9 @@ class CaptureWriter:
             # Where a secret could straddle the cut is decided within the last read when it
             # is longer than the holdback (split_safe looks no further back): only that read
             # is sliced, not the whole row (one copy of each byte instead of two).
-            last = pieces[-1] if len(pieces[-1]) >= red.holdback else b"".join(pieces)
-            if last is not pieces[-1]:
-                pieces = [last]
+            if len(pieces[-1]) < red.holdback:
+                pieces = [b"".join(pieces)]
+            last = pieces[-1]
             cut = red.split_safe(last)
             if cut < len(last):
                 self._carry[s] = last[cut:]
