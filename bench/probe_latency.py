@@ -10,7 +10,10 @@ python -`` at the far end, so only the transport differs:
   * OpenSSH with ControlMaster (a warm master connection, the best plain-ssh practice).
 
 Capture: 200 MB of output lines from the far end into a real session store (chunks and
-line index), vs ``ssh gpu … > file`` with OpenSSH, in interleaved pairs (--pairs).
+line index), vs ``ssh -J jump gpu … > file`` with OpenSSH — the same path, the jump host
+included — in interleaved pairs (--pairs); and the same without the jump host (sleuth's
+target without its jump vs ``ssh gpu … > file``). Through a jump sleuth decrypts both
+connections in its one process, where OpenSSH runs a second ``ssh`` for the jump.
 
 The resident agent (issue 7): the same trivial probe through one agent kept up at the far
 end (forked from it, and as a fresh interpreter), eight at once, and ``env-fingerprint``
@@ -104,10 +107,12 @@ def main() -> None:
     print(f"{'  fresh ssh -J / ControlMaster / sleuth':<52} {r['fresh_ssh_true_s']:.3f} / {r['controlmaster_true_s']:.3f} / {r['sleuth_true_s']:.3f}"
           f"  ({r['fresh_ssh_true_s'] / r['sleuth_true_s']:.2f}× fresh, {r['sleuth_true_s'] / r['controlmaster_true_s']:.2f}× CM)")
     print(f"{'capture of ' + str(r['megabytes']) + ' MB':<52} {'MB/s':>8}")
-    print(f"{'  ssh gpu … > file (OpenSSH, raw)':<52} {r['raw_mb_s']:>8.1f}")
-    print(f"{'  sleuth, output discarded (transport ceiling)':<52} {r['asyncssh_discard_mb_s']:>8.1f}")
-    print(f"{'  sleuth into the session store':<52} {r['sleuth_mb_s']:>8.1f}")
+    print(f"{'  ssh -J jump gpu … > file (OpenSSH, raw)':<52} {r['raw_mb_s']:>8.1f}")
+    print(f"{'  sleuth through the jump, output discarded':<52} {r['asyncssh_discard_mb_s']:>8.1f}")
+    print(f"{'  sleuth through the jump into the session store':<52} {r['sleuth_mb_s']:>8.1f}")
     print(f"{'  capture_vs_raw = sleuth / raw (median of pairs)':<52} {r['capture_vs_raw']:>8.2f}×  (goal ≥ 0.7)")
+    print(f"{'  without the jump: ssh gpu … > file / sleuth':<52} {r['raw_direct_mb_s']:>8.1f} / {r['sleuth_direct_mb_s']:.1f}"
+          f"  ({r['capture_direct_vs_raw_direct']:.2f}×)")
     print(f"{'  (then the deferred WAL checkpoint, seconds)':<52} {r['checkpoint_after_s']:>8.2f}")
     print(f"{'the resident agent (median)':<52} {'seconds':>8}")
     print(f"{'  trivial probe, forked from the agent':<52} {r['agent_s']:>8.4f}")
@@ -203,18 +208,22 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
     raw_file = tmp / "raw.out"
     gen_remote = shlex.join(HopChain(target, HopChain.python(target).far_argv).far_argv)
 
-    def raw() -> tuple[float, int]:
+    direct = h.target(jump=False)
+
+    def raw(jump: bool = True) -> tuple[float, int]:
         t0 = time.perf_counter()
         with raw_file.open("wb") as fh:
-            subprocess.run([*ssh, "gpu", gen_remote], input=gen.encode(), stdout=fh, check=True)
+            subprocess.run([*ssh, *(["-J", "jump"] if jump else []), "gpu", gen_remote], input=gen.encode(),
+                           stdout=fh, check=True)
         return time.perf_counter() - t0, raw_file.stat().st_size
 
     store = Store.create(tmp / "cap.sleuth", Redactor.from_environ())
 
-    def capture(run: int) -> tuple[float, int]:
+    def capture(run: int, jump: bool = True) -> tuple[float, int]:
         cap = store.capture(run)
         t0 = time.perf_counter()
-        out = loop.run_until_complete(execute(target, ProgramSpec(probe="gen", source=gen), cap, pool=pool))
+        out = loop.run_until_complete(execute(target if jump else direct, ProgramSpec(probe="gen", source=gen), cap,
+                                              pool=pool))
         cap.close()
         seconds = time.perf_counter() - t0
         assert out.classification == "completed", out.reason
@@ -230,12 +239,15 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
     # next, so a single pair says more about the neighbours than about sleuth. The ratio is
     # the median of the pairs' ratios. Each capture goes into the same store, as a session's
     # runs do; the deferred WAL checkpoint runs between pairs (timed apart, not on the path).
-    pairs, checkpoints = [], []
+    pairs, direct_pairs, checkpoints = [], [], []
     for i in range(args.pairs):
         t_raw, raw_bytes = raw()
-        t_cap, stored = capture(i + 1)
+        t_cap, stored = capture(2 * i + 1)
         t_null, null_bytes = discard()
         pairs.append((raw_bytes / t_raw / 1e6, stored / t_cap / 1e6, null_bytes / t_null / 1e6))
+        t_raw_d, raw_d_bytes = raw(jump=False)
+        t_cap_d, stored_d = capture(2 * i + 2, jump=False)
+        direct_pairs.append((raw_d_bytes / t_raw_d / 1e6, stored_d / t_cap_d / 1e6))
         t0 = time.perf_counter()
         store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         checkpoints.append(time.perf_counter() - t0)
@@ -260,6 +272,10 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
         "sleuth_mb_s": round(cap_mb_s, 1),
         "capture_vs_raw": round(statistics.median(c / r for r, c, _ in pairs), 3),
         "capture_pairs": [[round(x, 1) for x in p] for p in pairs],
+        "raw_direct_mb_s": round(statistics.median(p[0] for p in direct_pairs), 1),
+        "sleuth_direct_mb_s": round(statistics.median(p[1] for p in direct_pairs), 1),
+        "capture_direct_vs_raw_direct": round(statistics.median(c / r for r, c in direct_pairs), 3),
+        "capture_direct_pairs": [[round(x, 1) for x in p] for p in direct_pairs],
         "checkpoint_after_s": round(statistics.median(checkpoints), 3),
         "asyncssh_discard_mb_s": round(statistics.median(p[2] for p in pairs), 1),
         "fresh_ssh_true_s": round(t_fresh_true, 4),

@@ -73,7 +73,7 @@ def member_fields(run: RunInfo) -> tuple[dict[str, Any], set[str]]:
                 if v is not None and name not in fields:
                     fields[name] = v
                     drift.add(name)
-        parts = component_keys(run.state)
+        parts = run.state_parts or component_keys(run.state)
         fields["state: code"] = parts["code"]
         fields["state: caches"] = parts["caches"]
     return fields, drift
@@ -167,8 +167,15 @@ class Comparison:
                    int(d.get("agreeing", 0)))
 
 
-def _key(v: Any) -> str:
-    return json.dumps(v, sort_keys=True, default=str)
+_PLAIN = {str: "s", int: "i", bool: "b", type(None): "n"}
+
+
+def _key(v: Any) -> Any:
+    """A hashable stand-in for a field's value: equal exactly when their JSON is."""
+    plain = _PLAIN.get(type(v))
+    if plain is not None:  # most fields: a version string, a count (no JSON to build)
+        return plain, v
+    return "j", json.dumps(v, sort_keys=True, default=str)
 
 
 def compare(fleet: str, probe: str, answers: Mapping[str, RunInfo], unreachable: Mapping[str, str] | None = None) -> Comparison:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 from .catalog import HypothesisDef, SymptomDef
 from .queries import StateQueries
 from .records import Event, EventKind, Evidence, Flag, RemedyApplication, RunInfo
-from .state import canonical, component_keys, state_key
+from .state import canonical, component_keys, state_key_of_parts
 from .verdict import result_fields
 
 __all__ = ["InvestigationState"]
@@ -240,7 +240,8 @@ class InvestigationState(StateQueries):
             run.state = reported
             # Keys are computed once, when the run is recorded; older events lack them.
             parts = d.get("state_parts") or component_keys(reported)
-            run.state_key = d.get("state_key") or state_key(reported, run.remedies)
+            run.state_parts = parts
+            run.state_key = d.get("state_key") or state_key_of_parts(parts, run.remedies)
             self._known_state[run.target] = (reported, parts)
             for part, key in parts.items():
                 history = self._history.setdefault((run.target, part), [])

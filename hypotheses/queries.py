@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .records import Evidence, PreRunCheck, RemedyApplication, RunInfo
-from .state import canonical, check_key, state_key, state_key_of_parts
+from .state import canonical, check_key, component_keys, state_key_of_parts
 
 if TYPE_CHECKING:
     from .catalog import HypothesisDef, SymptomDef
@@ -163,8 +163,10 @@ class StateQueries:
                                unknown=unknown, stochastic=True)
         if unknown is not None:
             return PreRunCheck(ck, None, measured=True, unknown=unknown)
+        parts = None
         if state is not None:
-            expected = state_key(state, self.active_remedies(target))
+            parts = component_keys(state)
+            expected = state_key_of_parts(parts, self.active_remedies(target))
         else:
             expected = self.expected_state(target)
             if expected is None:
@@ -179,7 +181,7 @@ class StateQueries:
             h for h in self.testing(probe) if self.status(h) == "refuted" and self._refuted_at.get(h) == expected
         )
         return PreRunCheck(ck, expected, retest, revisits, measured=state is not None,
-                           state=dict(state) if state is not None else None, back_from=back_from)
+                           state=dict(state) if state is not None else None, back_from=back_from, state_parts=parts)
 
     def oscillations(self, run_id: int) -> list[tuple[str, int, int]]:
         """(part, earlier run, previous run) for each state part that *run_id* returned to."""

@@ -100,6 +100,7 @@ class RunInfo:
     records: list[dict[str, Any]] = field(default_factory=list)
     state: dict[str, Any] | None = None
     state_key: str | None = None
+    state_parts: dict[str, str] | None = None  # component_keys(state), as recorded
     lines: dict[str, int] = field(default_factory=dict)
     finished_ts: float | None = None
     finished_seq: int | None = None
@@ -192,6 +193,7 @@ class PreRunCheck:
     unknown: str | None = None
     back_from: RunInfo | None = None
     stochastic: bool = False  # a sample: repeats add trials, nothing is flagged
+    state_parts: dict[str, str] | None = None  # component_keys(state), computed once
 
     @property
     def flagged(self) -> bool:

@@ -102,8 +102,10 @@ class Investigation(RunJudging):
         return self.store.path
 
     def _record(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Any:
-        self._catch_up()
         event = self.store.append(kind, data, self.clock() if ts is None else ts)
+        if event.seq != self.state.last_seq + 1:  # another process appended since we looked: theirs first
+            for theirs in self.store.events(after=self.state.last_seq, upto=event.seq - 1):
+                self.state.apply(theirs)
         self.state.apply(event)
         return event
 
@@ -255,7 +257,7 @@ class Investigation(RunJudging):
         if measured is None:
             return False
         known = self.state.known_state(target)
-        parts = component_keys(measured)
+        parts = check.state_parts or component_keys(measured)
         changed = known is None or known[1] != parts
         if not (changed or check.flagged):
             return False
@@ -279,6 +281,10 @@ class Investigation(RunJudging):
         """Record the start of a run (under *check*, the one made before it, measured or
         not); flags a circular retest or revisit first, as events."""
         check = check or self.check_before_run(probe, params, target)
+        with self.store.batch():
+            return self._begin_run(probe, params, target, kind, check)
+
+    def _begin_run(self, probe: str, params: Mapping[str, Any], target: str, kind: str, check: PreRunCheck) -> RunStart:
         run = self.state.next_run_id()
         if check.retest_of is not None:
             self._record(
@@ -352,7 +358,14 @@ class Investigation(RunJudging):
         info = self._run(run)
         if info.classification is not None:
             raise InvestigationError(f"run #{run} already finished ({info.classification})")
-        records = records or []
+        with self.store.batch():
+            self._finish_run(info, classification, reason, records or [], state, lines, ts, exit_status, signal)
+        return info
+
+    def _finish_run(self, info: RunInfo, classification: str, reason: str, records: list[dict[str, Any]],
+                    state: dict[str, Any] | None, lines: Mapping[str, int] | None, ts: float | None,
+                    exit_status: int | None, signal: str | None) -> None:
+        run = info.id
         fields = result_fields(records)
         finished: dict[str, Any] = {
             "run": run,
@@ -384,7 +397,6 @@ class Investigation(RunJudging):
                 },
             )
         self._judge(info, classification, fields)
-        return info
 
     # ------------------------------------------------------------ remedies
 

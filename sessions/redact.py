@@ -96,8 +96,12 @@ def _replace_shapes(data: bytes, present: list[re.Pattern[bytes]]) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # the same keys come back in every event (state, records)
 def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 class Redactor:
@@ -148,12 +152,15 @@ class Redactor:
     def redact_keys(self, obj: Any) -> Any:
         """Only the secret-looking keys of mappings (values are left to redact_text)."""
         if isinstance(obj, dict):
-            return {
-                k: "<redacted>" if type(v) is str and type(k) is str and is_secret_name(k) else self.redact_keys(v)
-                for k, v in obj.items()
-            }
+            out = {}
+            for k, v in obj.items():
+                if type(v) is str:
+                    out[k] = "<redacted>" if type(k) is str and is_secret_name(k) else v
+                else:
+                    out[k] = self.redact_keys(v) if isinstance(v, _CONTAINERS) else v
+            return out
         if isinstance(obj, (list, tuple)):
-            return [self.redact_keys(v) for v in obj]
+            return [self.redact_keys(v) if isinstance(v, _CONTAINERS) else v for v in obj]
         return obj
 
     def split_safe(self, buffer: bytes) -> int:

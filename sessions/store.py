@@ -23,6 +23,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,7 @@ class Store:
         self.readonly = readonly
         self.redactor = redactor
         self._closed = False
+        self._batch_depth = 0
 
     # ------------------------------------------------------------ opening
 
@@ -186,6 +188,27 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------ events
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The events appended inside go to disk in one commit instead of one each (a run's
+        start with its flags, its end with its evidence). No await may happen inside: the
+        capture writer's connection waits for the commit. What was appended is committed
+        even when the block raises — as it would have been event by event."""
+        if self.readonly or self._batch_depth:
+            self._batch_depth += 1
+            try:
+                yield
+            finally:
+                self._batch_depth -= 1
+            return
+        self.conn.execute("BEGIN IMMEDIATE")  # the write lock now: no reader to upgrade later
+        self._batch_depth = 1
+        try:
+            yield
+        finally:
+            self._batch_depth = 0
+            self.conn.execute("COMMIT")
 
     def append(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Event:
         """Write one event (secrets redacted) and commit it; return it with its seq."""
