@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sleuth.probes import AGENT_VERSION, AgentPool, HopChain, execute, load_config, run_chain
+from sleuth.probes import AGENT_VERSION, AgentPool, HopChain, ProgramSpec, execute, load_config, run_chain
 from sleuth.probes.agent import AGENT_SOURCE
 from test_transport import Sink, far_processes, probe, run, wait_gone
 
@@ -288,3 +288,26 @@ def test_forked_probes_start_with_torch_already_imported():
     assert fresh.records[0]["was"] is False and fresh.via.endswith("(fresh)")
     assert forked.records[0]["was"] is True and forked.via.endswith("(fork)")
     assert json.dumps(forked.records[0])  # plain data came back
+
+
+def test_a_local_agent_run_gets_this_process_environment_as_it_is_now(monkeypatch):
+    """The environment a local run gets is decoded once and kept until os.environ changes:
+    a variable set, changed or removed after the agent started is seen by the next run."""
+    from sleuth.probes import Target
+
+    target = Target("here", python=sys.executable)
+    src = "import os\nemit('result', v=os.environ.get('SLEUTH_TEST_ENV'))"
+
+    async def body(pool):
+        seen = []
+        for value in ("one", "one", "two", None):
+            if value is None:
+                monkeypatch.delenv("SLEUTH_TEST_ENV")
+            else:
+                monkeypatch.setenv("SLEUTH_TEST_ENV", value)
+            out = await execute(target, ProgramSpec(probe="t", source=src, fork=True), Sink(), agents=pool)
+            assert out.classification == "completed", out.reason
+            seen.append(out.records[0]["v"])
+        return seen
+
+    assert run(with_pool(body)) == ["one", "one", "two", None]

@@ -188,3 +188,49 @@ def test_reopening_keeps_user_hypotheses_and_syncs_new_catalog_entries(inv, sess
         before = again.store.event_count()
     with Investigation.open(session_path, catalog) as third:
         assert third.store.event_count() == before  # nothing re-added when nothing changed
+
+
+def test_events_another_process_appended_meanwhile_are_folded_before_ours(inv):
+    """A CLI command and the UI write to one session: each folds the other's events, in the
+    store's order, before its own (found by the seq its own insert got)."""
+    other = Investigation.open(inv.path)
+    try:
+        inv.add_note("mine first")
+        other.add_note("theirs, from another command")
+        other.add_symptom("nccl-timeout", "NCCL watchdog timeout on rank 3")
+        inv.add_note("mine after theirs")
+        fresh = Investigation.replay(inv.path)
+        assert inv.state.last_seq == fresh.state.last_seq == other.state.last_seq + 1
+        assert "nccl-timeout" in inv.state.symptoms
+        assert [n["text"] for n in inv.state.notes] == [n["text"] for n in fresh.state.notes] == [
+            "mine first", "theirs, from another command", "mine after theirs"]
+        fresh.close()
+    finally:
+        other.close()
+
+
+def test_a_run_start_with_its_flag_is_one_commit(inv):
+    """begin_run writes the retest flag and the start together: another reader never sees the
+    flag without the run it is about."""
+    s = env_state()
+    record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, s)
+    check = inv.check_before_run("env-fingerprint", {}, "local", state=s)
+    assert check.retest_of is not None
+    seen = []
+    original = inv.store.append
+
+    def spy(kind, data, ts=None):
+        import sqlite3
+        event = original(kind, data, ts)
+        with sqlite3.connect(f"file:{inv.path}?mode=ro", uri=True) as reader:
+            seen.append(reader.execute("SELECT count(*) FROM events").fetchone()[0])
+        return event
+
+    before = inv.store.event_count()
+    inv.store.append = spy
+    try:
+        inv.begin_run("env-fingerprint", {}, "local", check=check)
+    finally:
+        inv.store.append = original
+    assert seen == [before, before]  # neither the flag nor the start visible before both are in
+    assert inv.store.event_count() == before + 2

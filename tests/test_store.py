@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sleuth.sessions import Redactor, Store, StoreError
+from sleuth.sessions.redact import is_secret_name
 
 
 def test_sigkill_mid_append_leaves_every_committed_event(tmp_path):
@@ -294,3 +295,51 @@ def test_find_agrees_with_a_scan_of_the_lines(tmp_path_factory, pieces, needle, 
             want = min((ln.number for ln in lines if needle in ln.text and ln.number >= start), default=None)
         got = store.find(1, needle, start, stream=stream, backwards=backwards)
         assert got == want
+
+
+def test_a_batch_is_one_commit_and_keeps_what_was_appended_when_it_raises(tmp_path):
+    store = Store.create(tmp_path / "s.sleuth")
+    reader = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
+
+    def visible() -> int:
+        return reader.execute("SELECT count(*) FROM events").fetchone()[0]
+
+    with store.batch():
+        store.append("note.added", {"text": "one"})
+        with store.batch():  # nested: still the outer commit
+            store.append("note.added", {"text": "two"})
+        assert visible() == 0
+    assert visible() == 2
+    with pytest.raises(RuntimeError):
+        with store.batch():
+            store.append("note.added", {"text": "three"})
+            raise RuntimeError("a bug between two events")
+    assert visible() == 3  # committed as it would have been without the batch
+    store.append("note.added", {"text": "four"})  # and back to one commit an event
+    assert visible() == 4
+    reader.close()
+    store.close()
+
+
+def _redact_keys_walk(obj):  # the plain recursive walk redact_keys must equal
+    if isinstance(obj, dict):
+        return {k: "<redacted>" if type(v) is str and type(k) is str and is_secret_name(k)
+                else _redact_keys_walk(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_redact_keys_walk(v) for v in obj]
+    return obj
+
+
+_KEYS = st.sampled_from(["HF_TOKEN", "api_key", "password", "torch", "step", "loss", "secret_sauce", "path", "x"])
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(_KEYS, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSONISH)
+def test_redact_keys_replaces_exactly_what_the_plain_walk_replaces(data):
+    red = Redactor({})
+    assert red.redact_keys(data) == _redact_keys_walk(data)
