@@ -122,3 +122,60 @@ def test_a_local_run_happens_where_the_command_was_given(tmp_path):
         assert sleuth(d, "output", str(run)).stdout.strip() == value
     assert len(status(d)["agents"]) == 1  # one agent served them all
     sleuth(d, "agent", "stop")
+
+
+BLOB_SRC = (
+    "import os\n"
+    "blob = bytes(range(256)) * 4096 + b'{\"out\": \"stdout\", \"data\": \"\"}\\n\\x00'\n"
+    "for i in range(3):\n"
+    "    os.write(1, blob)\n"
+    "    os.write(2, blob[::-1])\n"
+)
+BLOB = bytes(range(256)) * 4096 + b'{"out": "stdout", "data": ""}\n\x00'
+
+
+def test_output_through_the_broker_arrives_byte_for_byte_as_frames_and_as_json_lines(tmp_path):
+    """3 MiB of every byte value, a NUL and a line that looks like a broker message, on both
+    streams: a command gets it whole through the broker (binary frames), and a command that
+    does not ask for frames (an older sleuth) still gets JSON lines it can read."""
+    import asyncio
+    import base64
+    import sys
+
+    from sleuth.probes import HopChain, ProgramSpec, Target, execute
+    from sleuth.probes.broker import BrokerClient, target_to_dict
+    from sleuth.probes.protocol import build_program, new_nonce
+    from test_transport import Sink
+
+    d = tmp_path / "proj" / ".sleuth"
+    d.mkdir(parents=True)
+    target = Target("here", python=sys.executable)
+
+    async def body():
+        client = BrokerClient(d)
+        try:
+            sink = Sink()
+            out = await execute(target, ProgramSpec(probe="t", source=BLOB_SRC, fork=True), sink, agents=client)
+            assert out.classification == "completed", out.reason
+            assert "own agent" not in out.via  # through the broker, not a fallback
+            stdout = b"".join(x for s, x in sink.chunks if s == "stdout")
+            stderr = b"".join(x for s, x in sink.chunks if s == "stderr")
+            assert BLOB * 3 in stdout and stderr == BLOB[::-1] * 3
+            # an older command: no "frames" in its request
+            reader, writer = await asyncio.open_unix_connection(str(client.path), limit=1 << 26)
+            program = build_program(ProgramSpec(probe="t", source=BLOB_SRC, fork=True), new_nonce())
+            writer.write(json.dumps({"op": "run", "target": target_to_dict(target), "fork": True, "timeout": 60,
+                                     "program": base64.b64encode(program).decode(), "cwd": str(tmp_path),
+                                     "environ": dict(os.environ)}).encode() + b"\n")
+            got = {"stdout": b"", "stderr": b""}
+            while line := await reader.readline():
+                msg = json.loads(line)
+                if "exit" in msg:
+                    break
+                got[msg["out"]] += base64.b64decode(msg["data"])
+            writer.close()
+            assert BLOB * 3 in got["stdout"] and got["stderr"] == BLOB[::-1] * 3
+        finally:
+            await client.ask("stop")
+
+    asyncio.run(body())
