@@ -38,6 +38,8 @@ AGENT_SOURCE = Path(__file__).with_name("agent_src.py").read_bytes()
 AGENT_VERSION = hashlib.sha256(AGENT_SOURCE).hexdigest()[:16]
 HEAD = struct.Struct(">IBI")
 HELLO_TIMEOUT = 20.0
+QUEUED_HIGH = 16 << 20  # a run's output waiting for its reader: the agent is not read above this
+QUEUED_LOW = 4 << 20  # ... until it is back under this
 # What the probe prelude imports: loaded once in the agent, a forked probe starts with them.
 BASE_WARM = ["re", "select", "signal", "threading", "traceback", "platform", "getpass", "tempfile", "hashlib", "subprocess"]
 
@@ -83,6 +85,20 @@ class _AgentRun(Process):
         self.begun: asyncio.Future = loop.create_future()
         self.exited: asyncio.Future = loop.create_future()
         self.queues: dict[str, asyncio.Queue[bytes]] = {"stdout": asyncio.Queue(), "stderr": asyncio.Queue()}
+        # Output waiting for its reader. Above QUEUED_HIGH the agent's reader stops reading the
+        # agent (so the far end waits) until the reader brings it under QUEUED_LOW.
+        self.queued = 0
+        self.room = asyncio.Event()
+        self.room.set()
+        self.released = False
+
+    def arrived(self, stream: str, data: bytes) -> None:
+        if self.released:
+            return
+        self.queues[stream].put_nowait(data)
+        self.queued += len(data)
+        if self.queued > QUEUED_HIGH:
+            self.room.clear()
 
     def write(self, data: bytes) -> None:
         self.program.extend(data)
@@ -96,7 +112,15 @@ class _AgentRun(Process):
         self.agent._send("R", self.ident, request)
 
     async def read(self, stream: str, size: int = READ_SIZE) -> bytes:
-        return await self.queues[stream].get()
+        data = await self.queues[stream].get()
+        self.queued -= len(data)
+        if self.queued <= QUEUED_LOW:
+            self.room.set()
+        return data
+
+    def release(self) -> None:
+        self.released = True
+        self.room.set()
 
     def kill(self) -> None:
         if not self.agent.dead:
@@ -215,6 +239,8 @@ class Agent:
                     payload = bytes(buffer[9 : 4 + length])
                     del buffer[: 4 + length]
                     self._dispatch(kind, run, payload)
+                for r in list(self._runs.values()):  # a reader behind: the far end waits for it
+                    await r.room.wait()
         except AgentError as exc:
             self._died(str(exc))
             return
@@ -233,7 +259,7 @@ class Agent:
         elif kind in ("O", "E"):
             r = self._runs.get(run)
             if r is not None:
-                r.queues["stdout" if kind == "O" else "stderr"].put_nowait(payload)
+                r.arrived("stdout" if kind == "O" else "stderr", payload)
         elif kind == "S":
             r = self._runs.get(run)
             if r is not None and not r.begun.done():

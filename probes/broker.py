@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ MAX_LINE = 64 * 1024 * 1024
 _FRAME = b"\x00"
 _FRAME_HEAD = struct.Struct(">BI")
 _STREAMS = ("stdout", "stderr")
+_SENDING_HIGH = 8 << 20  # output not yet taken by the command, before the run waits for it
 
 
 class BrokerError(ProbesError):
@@ -175,12 +177,22 @@ class _Broker:
                     return
 
         frames = request.get("frames") == "binary"
+        writer.transport.set_write_buffer_limits(high=_SENDING_HIGH)
 
-        def output(stream: str, data: bytes) -> None:
+        async def drained() -> None:
+            try:
+                await writer.drain()
+            except ConnectionError:  # the command went away: listen() cancels the run
+                pass
+
+        def output(stream: str, data: bytes) -> Awaitable[None] | None:
             if frames:
                 writer.writelines((_FRAME, _FRAME_HEAD.pack(_STREAMS.index(stream), len(data)), data))
             else:
                 writer.write(json.dumps({"out": stream, "data": base64.b64encode(data).decode()}).encode() + b"\n")
+            # a command slower than the far end: wait for it (the far end then waits too)
+            # rather than keep its output in this process's memory
+            return drained() if writer.transport.get_write_buffer_size() > _SENDING_HIGH else None
 
         watcher = asyncio.ensure_future(listen())
         self.runs += 1

@@ -179,3 +179,64 @@ def test_output_through_the_broker_arrives_byte_for_byte_as_frames_and_as_json_l
             await client.ask("stop")
 
     asyncio.run(body())
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for pid {pid}")
+
+
+def test_a_slow_command_holds_the_far_end_back_instead_of_filling_the_broker(tmp_path):
+    """400 MiB from a far end far faster than a command that stops reading for 3 s: the
+    broker keeps at most its two bounds (the run's queue, the socket's) in memory, the far
+    end waits, and every byte still arrives."""
+    import asyncio
+    import base64
+    import sys
+
+    from sleuth.probes import ProgramSpec, Target
+    from sleuth.probes.broker import BrokerClient, target_to_dict
+    from sleuth.probes.protocol import build_program, new_nonce
+
+    d = tmp_path / "proj" / ".sleuth"
+    d.mkdir(parents=True)
+    target = Target("here", python=sys.executable)
+    src = "import os\nblock = b'x' * 1048575 + b'\\n'\nfor _ in range(400):\n    os.write(1, block)\n"
+
+    async def body():
+        client = BrokerClient(d)
+        try:
+            async def run(source: str, pause: float) -> int:
+                program = build_program(ProgramSpec(probe="t", source=source, fork=True), new_nonce())
+                reader, writer = await asyncio.open_unix_connection(str(client.path), limit=1 << 26)
+                writer.write(json.dumps({"op": "run", "target": target_to_dict(target), "fork": True, "timeout": 120,
+                                         "program": base64.b64encode(program).decode(), "cwd": str(tmp_path),
+                                         "environ": dict(os.environ), "frames": "binary"}).encode() + b"\n")
+                got, paused = 0, False
+                while True:
+                    first = await reader.readexactly(1)
+                    if first != b"\x00":
+                        msg = json.loads(first + await reader.readline())
+                        assert "exit" in msg and msg["exit"]["exit_status"] == 0, msg
+                        break
+                    head = await reader.readexactly(5)
+                    got += len(await reader.readexactly(int.from_bytes(head[1:], "big")))
+                    if not paused:
+                        paused = True
+                        await asyncio.sleep(pause)  # the command is busy: it reads nothing
+                writer.close()
+                return got
+
+            broker = (await client.ask("status"))["pid"]  # (started by the first question)
+            await run("emit('result', ok=True)", 0)  # the agent is up; the broker's memory as it idles
+            before = _peak_rss_mb(broker)
+            got = await run(src, 3.0)
+            return got, _peak_rss_mb(broker) - before
+        finally:
+            await client.ask("stop")
+
+    got, grew = asyncio.run(body())
+    assert got >= 400 << 20
+    assert grew < 100, f"the broker's peak memory grew by {grew:.0f} MB for a command that paused"

@@ -26,7 +26,9 @@ from ..hops import HopChain
 
 __all__ = ["Exit", "ExitInfo", "OnOutput", "Process", "READ_SIZE", "Transport", "run_process", "wait_or_stop"]
 
-OnOutput = Callable[[str, bytes], None]
+# An output callback may return an awaitable: the pump waits for it before reading on, so a
+# consumer that is slower than the far end holds the far end back instead of buffering.
+OnOutput = Callable[[str, bytes], "Awaitable[None] | None"]
 READ_SIZE = 1 << 16
 KILL_GRACE = 10.0  # after a kill, how long the pipes may take to close
 
@@ -84,6 +86,11 @@ class Process(ABC):
     @abstractmethod
     async def wait(self) -> Exit:
         """Until it has exited: its status or signal, or why the far end was lost."""
+
+    def release(self) -> None:
+        """Nobody will read its output any more (the run is over, or given up on): what it
+        still holds back for a reader may go."""
+        return None
 
     @property
     def note(self) -> str:
@@ -146,7 +153,9 @@ async def run_process(
 
     async def pump(stream: str) -> None:
         while chunk := await proc.read(stream):
-            on_output(stream, chunk)
+            pending = on_output(stream, chunk)
+            if pending is not None:
+                await pending
 
     async def whole() -> Exit:
         results = await asyncio.gather(feed(), pump("stdout"), pump("stderr"), proc.wait(), return_exceptions=True)
@@ -174,6 +183,7 @@ async def run_process(
     else:
         work.cancel()
         end = Exit()
+    proc.release()  # nobody reads its output any more
     info.exit_status, info.signal = end.exit_status, end.signal
     if end.lost and not (info.cancelled or info.timed_out):
         info.transport_error, info.failed_hop = end.lost, proc.hop
