@@ -150,7 +150,8 @@ class Comparison:
             odd = self.odd_members()
             named = ", ".join(f"{m} ({', '.join(s.name for s in spreads[:3])}{' …' if len(spreads) > 3 else ''})"
                               for m, spreads in odd.items())
-            said = (f"{len(self.spreads)} field{'s' * (len(self.spreads) != 1)} differ among {n} members"
+            fields = "1 field differs" if len(self.spreads) == 1 else f"{len(self.spreads)} fields differ"
+            said = (f"{fields} among {n} members"
                     + (f"; the odd one{'s' * (len(odd) != 1)} out: {named}" if odd else ""))
         if self.unreachable:
             said += f"; not reached: {', '.join(self.unreachable)}"

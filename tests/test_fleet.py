@@ -61,6 +61,7 @@ def test_four_members_over_ssh_the_odd_one_named_and_a_dead_one_is_transport(tmp
     pkg = next(s for s in comp["spreads"] if s["name"] == "sleuth-demo-pkg")
     assert pkg["majority"] == "1.0" and pkg["holders"] == ["node1", "node2", "node4"] and pkg["odd"] == {"node3": "2.0"}
     assert pkg["drift"] and "sleuth-demo-pkg: 3 of 4 members 1.0; node3: 2.0" in data["sentences"]
+    assert data["headline"].startswith("1 field differs among 4 members; the odd one out: node3"), data["headline"]
     # the same venvs otherwise: nothing else differs but what the package brings
     assert {s["name"] for s in comp["spreads"]} == {"sleuth-demo-pkg"}, [s["name"] for s in comp["spreads"]]
     assert data["evidence"] == [{"member": "node3", "run": comp["runs"]["node3"], "verdict": "supports",
