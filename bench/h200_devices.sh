@@ -3,15 +3,7 @@
 # every GPU there is, and a `gpus` fleet (one member per CUDA_VISIBLE_DEVICES index, found
 # with nvidia-smi) fingerprinted through sleuth's CLI. Writes JSON to $OUT (or ./out).
 #   bash bench/h200_devices.sh      (wheels for sleuth's own dependencies in .whl/)
-set -uo pipefail
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-REPO=$PWD
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
-fi
-mkdir -p /tmp/pkg && ln -sfn "$REPO" /tmp/pkg/sleuth && export PYTHONPATH=/tmp/pkg:${PYTHONPATH:-}
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/h200_env.sh"
 nvidia-smi -L | tee "$OUT/gpus.txt"
 DEVICES=$(nvidia-smi --query-gpu=index --format=csv,noheader | sed 's/^/cuda:/' | paste -sd, -)
 echo "devices: $DEVICES"

@@ -2,15 +2,7 @@
 # On a host with more cores than members (the device tool's H200: 16 cores): how a fleet
 # fan-out scales when the far ends do not have to share two cores with each other.
 # Writes JSON to $OUT (or ./out).   bash bench/h200_fleet_scale.sh
-set -uo pipefail
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-REPO=$PWD
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
-fi
-mkdir -p /tmp/pkg && ln -sfn "$REPO" /tmp/pkg/sleuth && export PYTHONPATH=/tmp/pkg:${PYTHONPATH:-}
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/h200_env.sh"
 nproc; python3 --version
 for n in 16 8 32; do
   python3 bench/fleet_scale.py --runs 9 --members $n --json > "$OUT/fleet_scale_$n.json" 2> "$OUT/fleet_scale_$n.err"
