@@ -357,21 +357,22 @@ class BrokerClient:
                    "environ": dict(os.environ) if chain.target.is_local else None}
         writer.write(json.dumps(request).encode() + b"\n")
         await writer.drain()
-        cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+        async def forward_cancel() -> None:  # the broker kills the run; its exit still comes
+            await cancel.wait()
+            writer.write(b'{"op": "cancel"}\n')
+            await writer.drain()
+
+        # (a task for the cancel, not one per message: a run's output is thousands of them)
+        cancelling = asyncio.ensure_future(forward_cancel()) if cancel is not None else None
         try:
             while True:
-                reading = asyncio.ensure_future(_message(reader))
-                waits = {reading} | ({cancelled} if cancelled is not None and not cancelled.done() else set())
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if cancelled is not None and cancelled in done and reading not in done:
-                    writer.write(b'{"op": "cancel"}\n')
-                    await writer.drain()
-                    await asyncio.wait({reading})
-                msg = reading.result()
+                msg = await _message(reader)
                 if msg is None:
                     return ExitInfo(transport_error="the agent broker went away during the run")
                 if isinstance(msg, tuple):
-                    on_output(*msg)
+                    pending = on_output(*msg)
+                    if pending is not None:
+                        await pending
                 elif "out" in msg:
                     on_output(msg["out"], base64.b64decode(msg["data"]))
                 elif "exit" in msg:
@@ -379,8 +380,8 @@ class BrokerClient:
                 elif "error" in msg:
                     return ExitInfo(transport_error=f"agent broker: {msg['error']}")
         finally:
-            if cancelled is not None:
-                cancelled.cancel()
+            if cancelling is not None:
+                cancelling.cancel()
             writer.close()
 
     async def close(self) -> None:

@@ -240,3 +240,48 @@ def test_a_slow_command_holds_the_far_end_back_instead_of_filling_the_broker(tmp
     got, grew = asyncio.run(body())
     assert got >= 400 << 20
     assert grew < 100, f"the broker's peak memory grew by {grew:.0f} MB for a command that paused"
+
+
+def test_cancel_through_the_broker_kills_the_far_end_and_says_cancelled(tmp_path):
+    """The UI's x and a command's Ctrl-C reach the far end through the broker: the child and
+    what it started are killed, the run is killed ("cancelled after …"), and the agent serves the next run."""
+    import asyncio
+    import sys
+
+    from sleuth.probes import ProgramSpec, Target, execute
+    from sleuth.probes.broker import BrokerClient
+    from test_transport import Sink
+
+    d = tmp_path / "proj" / ".sleuth"
+    d.mkdir(parents=True)
+    target = Target("here", python=sys.executable)
+    src = ("import subprocess, time\n"
+           "child = subprocess.Popen(['sleep', '120'])\n"
+           "emit('started', child=child.pid)\n"
+           "time.sleep(120)\n")
+
+    async def body():
+        client = BrokerClient(d)
+        cancel = asyncio.Event()
+        started: list[int] = []
+
+        def on_record(rec):
+            if rec.get("kind") == "started":
+                started.append(rec["child"])
+                cancel.set()
+
+        try:
+            t0 = time.monotonic()
+            out = await execute(target, ProgramSpec(probe="t", source=src, fork=True), Sink(), agents=client,
+                                cancel=cancel, on_record=on_record)
+            seconds = time.monotonic() - t0
+            after = await execute(target, ProgramSpec(probe="t", source="emit('result', ok=True)", fork=True), Sink(),
+                                  agents=client)
+            return out, seconds, started, after
+        finally:
+            await client.ask("stop")
+
+    out, seconds, started, after = asyncio.run(body())
+    assert out.classification == "killed" and out.reason.startswith("cancelled"), (out.classification, out.reason)
+    assert seconds < 30 and started and gone(started[0])  # the sleep the probe started is gone too
+    assert after.classification == "completed"
