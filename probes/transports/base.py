@@ -169,21 +169,23 @@ async def run_process(
 
     info = ExitInfo()
     work = asyncio.ensure_future(whole())
-    how = await wait_or_stop(work, cancel, timeout)
-    if how != "done":
-        info.cancelled = how == "cancelled"
-        info.timed_out = timeout if how == "timed_out" else None
-        proc.kill()
-        try:
-            await asyncio.wait_for(asyncio.shield(work), KILL_GRACE)
-        except TimeoutError:  # something escaped the group and holds the pipes
-            pass
-    if work.done():
-        end = work.result()  # a bug, not a fault of the far end, raises here
-    else:
-        work.cancel()
-        end = Exit()
-    proc.release()  # nobody reads its output any more
+    try:
+        how = await wait_or_stop(work, cancel, timeout)
+        if how != "done":
+            info.cancelled = how == "cancelled"
+            info.timed_out = timeout if how == "timed_out" else None
+            proc.kill()
+            try:
+                await asyncio.wait_for(asyncio.shield(work), KILL_GRACE)
+            except TimeoutError:  # something escaped the group and holds the pipes
+                pass
+        if work.done():
+            end = work.result()  # a bug, not a fault of the far end, raises here
+        else:
+            work.cancel()
+            end = Exit()
+    finally:
+        proc.release()  # nobody reads its output any more (even when this task is cancelled)
     info.exit_status, info.signal = end.exit_status, end.signal
     if end.lost and not (info.cancelled or info.timed_out):
         info.transport_error, info.failed_hop = end.lost, proc.hop
