@@ -311,3 +311,49 @@ def test_a_local_agent_run_gets_this_process_environment_as_it_is_now(monkeypatc
         return seen
 
     assert run(with_pool(body)) == ["one", "one", "two", None]
+
+
+def test_a_run_whose_caller_is_cancelled_is_killed_and_never_holds_the_agent(tmp_path):
+    """A run's task cancelled (the UI quitting, a wait_for around it) while its reader has
+    stopped taking output: the far end is killed, and the agent's other runs go on — its
+    reader does not wait for a reader that is gone."""
+    from sleuth.probes import Target
+    from sleuth.probes.protocol import build_program, new_nonce
+
+    target = Target("here", python=sys.executable)
+    pidfile = tmp_path / "pid"
+    src = (f"import os\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+           "block = b'x' * 1048575 + b'\\n'\nwhile True:\n    os.write(1, block)\n")
+
+    async def body(pool):
+        stuck = asyncio.get_running_loop().create_future()  # a reader that never takes more
+        program = build_program(ProgramSpec(probe="t", source=src, fork=True), new_nonce())
+        task = asyncio.ensure_future(pool.run(HopChain.python(target), program, lambda s, d: stuck, fork=True))
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            if pidfile.exists() and pidfile.read_text():
+                break
+        await asyncio.sleep(1.0)  # more than the agent's bound is waiting by now
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        after = await asyncio.wait_for(
+            execute(target, ProgramSpec(probe="t", source="emit('result', ok=True)", fork=True), Sink(), agents=pool), 30)
+        pid = int(pidfile.read_text())
+        deadline = time.monotonic() + 10  # (checked before the pool closes: closing kills every child)
+        while time.monotonic() < deadline and _running(pid):
+            await asyncio.sleep(0.1)
+        return pid, _running(pid), after
+
+    pid, running, after = run(with_pool(body))
+    assert after.classification == "completed", after.reason
+    assert not running, f"the cancelled run's far end (pid {pid}) is still running"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -169,12 +169,14 @@ async def run_process(
 
     info = ExitInfo()
     work = asyncio.ensure_future(whole())
+    killed = False
     try:
         how = await wait_or_stop(work, cancel, timeout)
         if how != "done":
             info.cancelled = how == "cancelled"
             info.timed_out = timeout if how == "timed_out" else None
             proc.kill()
+            killed = True
             try:
                 await asyncio.wait_for(asyncio.shield(work), KILL_GRACE)
             except TimeoutError:  # something escaped the group and holds the pipes
@@ -185,7 +187,10 @@ async def run_process(
             work.cancel()
             end = Exit()
     finally:
-        proc.release()  # nobody reads its output any more (even when this task is cancelled)
+        if not work.done() and not killed:  # this task itself was cancelled: nothing left running
+            proc.kill()
+            work.cancel()
+        proc.release()  # nobody reads its output any more
     info.exit_status, info.signal = end.exit_status, end.signal
     if end.lost and not (info.cancelled or info.timed_out):
         info.transport_error, info.failed_hop = end.lost, proc.hop
