@@ -282,47 +282,44 @@ class Investigation(RunJudging):
         not); flags a circular retest or revisit first, as events."""
         check = check or self.check_before_run(probe, params, target)
         with self.store.batch():
-            return self._begin_run(probe, params, target, kind, check)
-
-    def _begin_run(self, probe: str, params: Mapping[str, Any], target: str, kind: str, check: PreRunCheck) -> RunStart:
-        run = self.state.next_run_id()
-        if check.retest_of is not None:
+            run = self.state.next_run_id()
+            if check.retest_of is not None:
+                self._record(
+                    EventKind.FLAG_RAISED,
+                    {
+                        "flag": "circular-retest",
+                        "run": run,
+                        "earlier": check.retest_of.id,
+                        "target": target,
+                        "message": describe_retest(self.state, check),
+                    },
+                )
+            for hyp in check.revisits:
+                self._record(
+                    EventKind.FLAG_RAISED,
+                    {
+                        "flag": "revisit",
+                        "run": run,
+                        "hypothesis": hyp,
+                        "target": target,
+                        "message": describe_revisit(hyp),
+                    },
+                )
             self._record(
-                EventKind.FLAG_RAISED,
+                EventKind.RUN_STARTED,
                 {
-                    "flag": "circular-retest",
                     "run": run,
-                    "earlier": check.retest_of.id,
+                    "probe": probe,
+                    "params": dict(params),
                     "target": target,
-                    "message": describe_retest(self.state, check),
+                    "kind": kind,
+                    "check_key": check.check_key,
+                    "remedies": list(self.state.active_remedies(target)),
+                    "retest_of": check.retest_of.id if check.retest_of else None,
+                    **({"stochastic": True} if check.stochastic else {}),
                 },
             )
-        for hyp in check.revisits:
-            self._record(
-                EventKind.FLAG_RAISED,
-                {
-                    "flag": "revisit",
-                    "run": run,
-                    "hypothesis": hyp,
-                    "target": target,
-                    "message": describe_revisit(hyp),
-                },
-            )
-        self._record(
-            EventKind.RUN_STARTED,
-            {
-                "run": run,
-                "probe": probe,
-                "params": dict(params),
-                "target": target,
-                "kind": kind,
-                "check_key": check.check_key,
-                "remedies": list(self.state.active_remedies(target)),
-                "retest_of": check.retest_of.id if check.retest_of else None,
-                **({"stochastic": True} if check.stochastic else {}),
-            },
-        )
-        return RunStart(run, check)
+            return RunStart(run, check)
 
     def decline_run(self, probe: str, params: Mapping[str, Any], target: str, check: PreRunCheck) -> None:
         """The user chose not to repeat a check: that is worth a line in the postmortem too."""
@@ -358,45 +355,40 @@ class Investigation(RunJudging):
         info = self._run(run)
         if info.classification is not None:
             raise InvestigationError(f"run #{run} already finished ({info.classification})")
+        records = records or []
         with self.store.batch():
-            self._finish_run(info, classification, reason, records or [], state, lines, ts, exit_status, signal)
+            fields = result_fields(records)
+            finished: dict[str, Any] = {
+                "run": run,
+                "classification": classification,
+                "reason": reason,
+                "records": records,
+                "state": state,
+                "lines": dict(lines or {}),
+            }
+            if exit_status is not None:
+                finished["exit_status"] = exit_status
+            if signal is not None:
+                finished["signal"] = signal
+            if state is not None:
+                parts = component_keys(state)
+                finished["state_parts"] = parts
+                finished["state_key"] = state_key_of_parts(parts, info.remedies)
+            self._record(EventKind.RUN_FINISHED, finished, ts)
+            for part, earlier, previous in self.state.oscillations(run):
+                self._record(
+                    EventKind.FLAG_RAISED,
+                    {
+                        "flag": "oscillation",
+                        "run": run,
+                        "earlier": earlier,
+                        "target": info.target,
+                        "component": part,
+                        "message": self._oscillation(part, earlier, previous, run),
+                    },
+                )
+            self._judge(info, classification, fields)
         return info
-
-    def _finish_run(self, info: RunInfo, classification: str, reason: str, records: list[dict[str, Any]],
-                    state: dict[str, Any] | None, lines: Mapping[str, int] | None, ts: float | None,
-                    exit_status: int | None, signal: str | None) -> None:
-        run = info.id
-        fields = result_fields(records)
-        finished: dict[str, Any] = {
-            "run": run,
-            "classification": classification,
-            "reason": reason,
-            "records": records,
-            "state": state,
-            "lines": dict(lines or {}),
-        }
-        if exit_status is not None:
-            finished["exit_status"] = exit_status
-        if signal is not None:
-            finished["signal"] = signal
-        if state is not None:
-            parts = component_keys(state)
-            finished["state_parts"] = parts
-            finished["state_key"] = state_key_of_parts(parts, info.remedies)
-        self._record(EventKind.RUN_FINISHED, finished, ts)
-        for part, earlier, previous in self.state.oscillations(run):
-            self._record(
-                EventKind.FLAG_RAISED,
-                {
-                    "flag": "oscillation",
-                    "run": run,
-                    "earlier": earlier,
-                    "target": info.target,
-                    "component": part,
-                    "message": self._oscillation(part, earlier, previous, run),
-                },
-            )
-        self._judge(info, classification, fields)
 
     # ------------------------------------------------------------ remedies
 

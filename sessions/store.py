@@ -96,7 +96,7 @@ class Store:
         self.readonly = readonly
         self.redactor = redactor
         self._closed = False
-        self._batch_depth = 0
+        self._in_batch = False
 
     # ------------------------------------------------------------ opening
 
@@ -195,19 +195,15 @@ class Store:
         start with its flags, its end with its evidence). No await may happen inside: the
         capture writer's connection waits for the commit. What was appended is committed
         even when the block raises — as it would have been event by event."""
-        if self.readonly or self._batch_depth:
-            self._batch_depth += 1
-            try:
-                yield
-            finally:
-                self._batch_depth -= 1
+        if self.readonly or self._in_batch:  # nested: the outer batch commits
+            yield
             return
         self.conn.execute("BEGIN IMMEDIATE")  # the write lock now: no reader to upgrade later
-        self._batch_depth = 1
+        self._in_batch = True
         try:
             yield
         finally:
-            self._batch_depth = 0
+            self._in_batch = False
             self.conn.execute("COMMIT")
 
     def append(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Event:
