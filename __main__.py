@@ -2,6 +2,6 @@
 
 import sys
 
-from sleuth.app.cli import main
+from .app.cli import main
 
 sys.exit(main())

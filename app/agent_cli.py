@@ -11,8 +11,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from sleuth.probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket, serve
-from sleuth.sessions import Workspace
+from ..probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket, serve
+from ..sessions import Workspace
 
 __all__ = ["add_agent_commands"]
 

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sleuth import __version__
-from sleuth.hypotheses import STATUS_GLYPHS, EventKind, InvestigationState
-from sleuth.probes import TEMPLATE, load_config
-from sleuth.sessions import (
+from .. import __version__
+from ..hypotheses import STATUS_GLYPHS, EventKind, InvestigationState
+from ..probes import TEMPLATE, load_config
+from ..sessions import (
     ExchangeError,
     Investigation,
     Workspace,
@@ -30,7 +30,6 @@ from sleuth.sessions import (
     run_cast,
     write_postmortem,
 )
-
 from .agent_cli import add_agent_commands
 from .demo import add_demo_command
 from .errors import HypothesisError, ProbesError, SessionError, UsageError
@@ -301,7 +300,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             return 0
         if fmt == "cast":
             try:
-                text = run_cast(inv.store, inv.state, _run_number(args.run))
+                text = run_cast(inv.store, inv.state, _run_number(str(args.run)))
             except ExchangeError as exc:
                 raise UsageError(str(exc)) from None
         else:

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from sleuth.probes import AgentPool, builtin_probes, load_config
-from sleuth.sessions import (
+from ..probes import AgentPool, builtin_probes, load_config
+from ..sessions import (
     CircularRetest,
     Workspace,
     apply_remedy,
@@ -26,7 +26,6 @@ from sleuth.sessions import (
     verify_params,
     write_postmortem,
 )
-
 from .errors import UsageError
 
 __all__ = ["cmd_demo", "add_demo_command"]
@@ -120,7 +119,7 @@ async def _known_good(inv, target, probes, config, agents=None) -> int:
     """Fingerprint the environment before the failure is reproduced and mark it as the
     baseline: the method the demo teaches (in real life, while training still works)."""
     req = request_for_probe(inv, probes["env-fingerprint"], target, config.params_for("env-fingerprint", {"known_good": True}))
-    report = await run_probe(inv, target, req, agents=agents)
+    report = await run_probe(inv, target, req, runner=agents)
     inv.mark_baseline(report.run)
     inv.add_note("known-good environment fingerprinted before the failure and marked as the baseline", about=f"#{report.run}")
     return report.run
@@ -143,8 +142,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         os.chdir(directory)
         print("fingerprinting the known-good environment (the baseline, before the failure)…", flush=True)
         config = load_config(ws.config_path)
-        run = asyncio.run(_known_good(inv, config.target("local"), builtin_probes(), config))
-        print(f"run #{run} is the baseline")
+        baseline = asyncio.run(_known_good(inv, config.target("local"), builtin_probes(), config))
+        print(f"run #{baseline} is the baseline")
         from .tui import SleuthApp
 
         SleuthApp.live(Workspace(directory), hint=_guide()).run()
@@ -159,7 +158,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     async def run(probe: str, params: dict, flagged: CircularRetest | None = None):
         req = request_for_probe(inv, probes[probe], target, config.params_for(probe, params))
         check = flagged.check if flagged is not None else None  # run what was asked about, without a second read
-        report = await run_probe(inv, target, req, force=flagged is not None, agents=agents, check=check)
+        report = await run_probe(inv, target, req, force=flagged is not None, runner=agents, check=check)
         data = report.to_json(inv)
         verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
         verdicts += [

@@ -16,9 +16,9 @@ it is a question for the user, not a fault.
 
 from __future__ import annotations
 
-from sleuth.hypotheses import HypothesisError
-from sleuth.probes import ProbesError
-from sleuth.sessions import SessionError
+from ..hypotheses import HypothesisError
+from ..probes import ProbesError
+from ..sessions import SessionError
 
 __all__ = ["HypothesisError", "ProbesError", "SessionError", "UsageError"]
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sleuth.probes import AgentPool, build_program, builtin_probes, load_config, new_nonce, probe_from_file
-from sleuth.probes.broker import BrokerClient
-from sleuth.probes.runner import chain_for
-from sleuth.sessions import (
+from ..probes import AgentPool, build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from ..probes.broker import BrokerClient
+from ..probes.runner import chain_for
+from ..sessions import (
     CircularRetest,
     Investigation,
     Workspace,
@@ -21,7 +21,6 @@ from sleuth.sessions import (
     run_fleet,
     run_probe,
 )
-
 from .errors import UsageError
 
 __all__ = ["add_probe_commands"]
@@ -106,7 +105,12 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
             raise UsageError(f"{target.name} is a fleet: give a probe (a shell command runs on one target)")
         return _run_fleet(ws, config, target, probe, _params(args.param), args)
     with ws.open(args.session) as inv:
-        request = request_for_shell(args.shell) if args.shell else request_for_probe(inv, probe, target, params)
+        if args.shell:
+            request = request_for_shell(args.shell)
+        elif probe is not None:
+            request = request_for_probe(inv, probe, target, params)
+        else:
+            raise UsageError("give a probe id, --script FILE or --shell COMMAND")
         live = None if args.json or args.quiet else _echo
         # through the broker's resident agent (kept between commands), unless --no-agent
         agents = None if args.no_agent else BrokerClient(ws.dir)
@@ -114,7 +118,7 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
         async def go(force: bool, check=None):
             try:
                 return await run_probe(inv, target, request, force=force, timeout=args.timeout, on_output=live,
-                                       agents=agents, check=check)
+                                       runner=agents, check=check)
             finally:
                 if agents is not None:
                     await agents.close()
@@ -134,9 +138,9 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
 def _run_fleet(ws: Workspace, config, fleet, probe, params: dict, args: argparse.Namespace) -> int:
     """One probe on every member at once; the comparison, the odd ones named."""
     async def go():
-        agents = AgentPool() if args.no_agent else BrokerClient(ws.dir)
+        agents: AgentPool | BrokerClient = AgentPool() if args.no_agent else BrokerClient(ws.dir)
         try:
-            return await run_fleet(inv, config, fleet, probe, params, agents=agents, force=args.force)
+            return await run_fleet(inv, config, fleet, probe, params, runner=agents, force=args.force)
         finally:
             await agents.close()
 
@@ -204,7 +208,7 @@ def cmd_target_show(args: argparse.Namespace) -> int:
         if args.probe and args.probe not in probes:
             raise UsageError(f"unknown probe {args.probe!r}; probes: {', '.join(probes)}")
         pid = args.probe or "target-check"
-        from sleuth.probes import ProgramSpec
+        from ..probes import ProgramSpec
 
         program = build_program(ProgramSpec(probe=pid, source=probes[pid].source), new_nonce())
         note = f"the program on stdin: prelude + probe {pid} ({len(program):,} bytes, never quoted)"

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sleuth.probes import Config, Target, load_config
-from sleuth.probes.remedies import REMEDIES, RemedyPlan
-from sleuth.sessions import (
+from ..probes import Config, Target, load_config
+from ..probes.remedies import REMEDIES, RemedyPlan
+from ..sessions import (
     RemedyError,
     TreePlan,
     Workspace,
@@ -20,7 +20,6 @@ from sleuth.sessions import (
     revert_remedy,
     revert_tree,
 )
-
 from .errors import UsageError
 
 __all__ = ["add_remedy_commands"]

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import (
+
+from ..hypotheses import (
     STATUS_GLYPHS,
     Change,
     Comparison,
@@ -380,7 +381,7 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
         retest = f" (a retest of #{d['retest_of']}, run anyway)" if d.get("retest_of") else ""
         return f"run #{d.get('run')} {d.get('probe')} started on {d.get('target')}" + (f" ({params})" if params else "") + retest
     if kind == EventKind.RUN_FINISHED:
-        info = st.runs.get(d.get("run"))
+        info = st.runs.get(d.get("run", 0))
         took = f" in {info.duration:.0f} s" if info is not None and info.duration is not None else ""
         reason = f": {d.get('reason')}" if d.get("reason") else ""
         return f"{_probe_of(st, d.get('run'))} {d.get('classification')}{took}{reason}"
@@ -396,10 +397,10 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
     if kind == EventKind.REMEDY_APPLIED:
         return f"remedy {d.get('remedy')} applied on {d.get('target')} (application #{d.get('application')})"
     if kind == EventKind.REMEDY_REVERTED:
-        app = st.applications.get(d.get("application"))
+        app = st.applications.get(d.get("application", 0))
         return f"remedy {app.remedy if app else ''} #{d.get('application')} reverted"
     if kind == EventKind.APPLICATION_VERIFIED:
-        app = st.applications.get(d.get("application"))
+        app = st.applications.get(d.get("application", 0))
         outcome = "fixed" if d.get("outcome") == "fixed" else "did not fix"
         strength = f" ({d['strength']})" if d.get("strength") else ""
         return f"{_probe_of(st, d.get('run'))} verified: {app.remedy if app else 'the remedy'} {outcome} {d.get('hypothesis')}{strength}"

@@ -47,7 +47,7 @@ async def measure(tmp: Path, megabytes: int, pairs: int) -> dict:
         run += 1
         cap = store.capture(run)
         t0 = time.perf_counter()
-        out = await execute(target, spec, cap, agents=agents)
+        out = await execute(target, spec, cap, runner=agents)
         cap.close()
         seconds = time.perf_counter() - t0
         assert out.classification == "completed", out.reason

@@ -56,7 +56,7 @@ async def measure(tmp: Path, runs: int, n: int, fork: bool) -> dict:
     async def fan(fleet: str) -> tuple[float, float, float]:
         cpu0, own0 = busy_cpu(), time.process_time()
         t0 = time.perf_counter()
-        report = await run_fleet(inv, config, config.target(fleet), probe, {}, agents=agents, force=True)
+        report = await run_fleet(inv, config, config.target(fleet), probe, {}, runner=agents, force=True)
         wall = time.perf_counter() - t0
         assert report.comparison is not None and not report.comparison.unreachable, report.comparison.unreachable
         return wall, busy_cpu() - cpu0, time.process_time() - own0

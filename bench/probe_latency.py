@@ -55,6 +55,7 @@ from sleuth.probes import (  # noqa: E402
     AgentPool,
     HopChain,
     ProgramSpec,
+    SessionRunner,
     SshPool,
     build_program,
     builtin_probes,
@@ -175,7 +176,7 @@ def measure(h: SshHarness, tmp: Path, args: argparse.Namespace) -> dict:
     t_sleuth = statistics.median(timed(sleuth, args.runs))
 
     def state_read() -> None:
-        got = loop.run_until_complete(measure_state(target, pool=pool))
+        got = loop.run_until_complete(measure_state(target, runner=SessionRunner(pool)))
         assert got.state is not None, got.unknown
 
     t_state_session = statistics.median(timed(state_read, args.runs))
@@ -363,7 +364,7 @@ async def measure_fleet(h: SshHarness, tmp: Path, runs: int) -> dict:
     async def fan(fleet: str) -> float:
         c0 = busy_cpu()
         t0 = time.perf_counter()
-        report = await run_fleet(inv, config, config.target(fleet), probe, {}, agents=agents, force=True)
+        report = await run_fleet(inv, config, config.target(fleet), probe, {}, runner=agents, force=True)
         assert report.comparison is not None and not report.comparison.unreachable, report.comparison.unreachable
         cpu.append(busy_cpu() - c0)
         return time.perf_counter() - t0
@@ -415,14 +416,14 @@ async def measure_agent(h: SshHarness, runs: int) -> dict:
         fresh = ProgramSpec(probe="trivial", source=TRIVIAL)
 
         async def one(spec=trivial) -> None:
-            out = await execute(target, spec, Null(), agents=agents)
+            out = await execute(target, spec, Null(), runner=agents)
             assert out.classification == "completed", out.reason
 
         await one()
         t_one = await median(one, runs)
 
         async def state_read() -> None:
-            got = await measure_state(target, agents=agents)
+            got = await measure_state(target, runner=agents)
             assert got.state is not None, got.unknown
 
         t_state = await median(state_read, runs)

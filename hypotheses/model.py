@@ -54,7 +54,7 @@ class InvestigationState(StateQueries):
         # Node and edge additions wait here until someone reads .graph: folding 100k events
         # should not pay networkx's per-edge cost for a graph nobody looks at.
         self._pending_nodes: list[tuple[str, dict[str, Any]]] = []
-        self._pending_edges: list[tuple[str, str, str, dict[str, Any]]] = []
+        self._pending_edges: list[Any] = []  # (u, v, key, attrs), added in one call
         self.title = ""
         self.created_ts: float | None = None
         self.last_seq = 0

@@ -126,10 +126,10 @@ class StateQueries:
             return "confirmed" if self.fixed_by(hypothesis) else "supported"
         return "refuted"
 
-    def history(self, hypothesis: str) -> list[tuple[str, list[Evidence]]]:
+    def history(self, hypothesis: str) -> list[tuple[str | None, list[Evidence]]]:
         """(state key, its decisive evidence) per state, oldest first, merging consecutive
         runs in one state: what the evidence said as the world changed."""
-        out: list[tuple[str, list[Evidence]]] = []
+        out: list[tuple[str | None, list[Evidence]]] = []
         for e in self.evidence.get(hypothesis, []):
             if e.verdict == "inconclusive":
                 continue

@@ -39,7 +39,8 @@ def judge(test: ProbeTest, classification: str, result: Mapping[str, Any]) -> Ve
     """The verdict of *result* on the hypothesis *test* belongs to; None if no evidence.
 
     A run the test's ``applies`` rule excludes (another face of the race, say) gives no
-    evidence at all. A ``failed`` run only counts when the probe test says so (``counts_failed``): then the
+    evidence at all. A rule (``applies`` included) that compares values of different types
+    (a string with a number) makes the verdict inconclusive and says so. A ``failed`` run only counts when the probe test says so (``counts_failed``): then the
     error record's fields (``error_type``, ``message``) are in *result*.
     """
     if classification not in EVIDENCE_CLASSES:
@@ -50,8 +51,10 @@ def judge(test: ProbeTest, classification: str, result: Mapping[str, Any]) -> Ve
         try:
             if not test.applies.evaluate(result):
                 return None
-        except (MissingField, TypeError):
+        except MissingField:  # the run does not report what the test is about
             return None
+        except TypeError as exc:  # as in the rules below: a type mismatch is said, never dropped
+            return Verdict("inconclusive", f"{test.applies.source}: {exc}", {n: result[n] for n in test.applies.names if n in result})
     read = {}
     missing: list[str] = []
     for which, rule in (("supports", test.supports), ("refutes", test.refutes)):

@@ -11,7 +11,8 @@ Errors (probes/errors.py; catch the root at a boundary)::
      ├── RemedyError        a remedy cannot be previewed, applied or reverted
      ├── TransportError     a hop could not be reached (``hop``); raised by connection set-up and
      │                      file transfer — a *run* returns it as its ``transport`` classification
-     └── AgentError         the resident agent could not start or broke its protocol
+     ├── AgentError         the resident agent could not start or broke its protocol
+     └── BrokerError        the agent broker (shared by the CLI and the UI) cannot be reached or started
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from .agent import AGENT_VERSION, Agent, AgentPool
 from .catalog import ProbeDef, builtin_probes, probe_from_file
 from .classify import CLASSIFICATIONS, RunFacts, classify
 from .config import CONTAINER_KINDS, TEMPLATE, Config, Container, Fleet, Target, load_config
-from .errors import AgentError, ConfigError, ProbeError, ProbesError, RemedyError, TransportError
+from .errors import AgentError, BrokerError, ConfigError, ProbeError, ProbesError, RemedyError, TransportError
 from .hops import CD_SCRIPT, Hop, HopChain, container_prefix
 from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
-from .runner import OutputSink, RunOutcome, chain_for, execute
+from .runner import OutputSink, Runner, RunOutcome, SessionRunner, chain_for, execute
 from .transports import (
     ExitInfo,
     LocalTransport,
@@ -45,6 +46,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentPool",
+    "BrokerError",
     "CD_SCRIPT",
     "CLASSIFICATIONS",
     "CONTAINER_KINDS",
@@ -68,6 +70,8 @@ __all__ = [
     "Reply",
     "RunFacts",
     "RunOutcome",
+    "Runner",
+    "SessionRunner",
     "SshPool",
     "SshTransport",
     "TEMPLATE",

@@ -43,8 +43,10 @@ def _agent_main(source_hash):
     pending = []
     state = {"since": 0.0, "size": 0, "urgent": False}
 
-    def send(kind, run, payload=b""):
-        if isinstance(payload, (dict, list)):
+    def send(kind, run, payload=None):
+        if payload is None:
+            payload = b""
+        elif isinstance(payload, (dict, list)):
             payload = _json.dumps(payload).encode()
         if not pending:
             state["since"] = _time.time()
@@ -168,7 +170,7 @@ def _agent_main(source_hash):
                 code = 0
                 try:
                     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-                    for code_object in codes:
+                    for code_object in codes or ():
                         if code_object is not None:
                             exec(code_object, namespace)
                 except SystemExit as exc:

@@ -10,8 +10,12 @@ broker closes its agents (their processes at the far end end with them) and exit
 agent stop`` does the same now; ``sleuth agent status`` lists what it holds.
 
 Protocol: newline-delimited JSON both ways. Request ``{"op": "run", "target": {...},
-"fork": bool, "timeout": s, "program": base64}``, then optionally ``{"op": "cancel"}``;
-replies ``{"out": "stdout"|"stderr", "data": base64}`` … ``{"exit": {...ExitInfo}}``.
+"fork": bool, "timeout": s, "program": base64, "frames": "binary"}``, then optionally
+``{"op": "cancel"}``. Output comes back as binary frames between the JSON lines — a 0 byte,
+the stream (0 stdout, 1 stderr) and the length as ``>BI``, then the bytes as they are — and
+the run ends with the line ``{"exit": {...ExitInfo}}``. A request without ``"frames"`` (an
+older sleuth) gets ``{"out": "stdout"|"stderr", "data": base64}`` lines instead; the
+program itself travels base64 in the request line.
 ``{"op": "status"}`` and ``{"op": "stop"}`` answer one line. Only the socket's owner may
 connect (checked with SO_PEERCRED where the system has it).
 
@@ -39,7 +43,7 @@ from typing import Any
 
 from .agent import AgentPool
 from .config import Container, Fleet, Target
-from .errors import ProbesError
+from .errors import BrokerError
 from .hops import HopChain
 from .transports import ExitInfo, OnOutput
 
@@ -55,10 +59,6 @@ _FRAME = b"\x00"
 _FRAME_HEAD = struct.Struct(">BI")
 _STREAMS = ("stdout", "stderr")
 _SENDING_HIGH = 8 << 20  # output not yet taken by the command, before the run waits for it
-
-
-class BrokerError(ProbesError):
-    """The agent broker cannot be reached or started."""
 
 
 # ---------------------------------------------------------------- targets over the socket
@@ -357,13 +357,13 @@ class BrokerClient:
                    "environ": dict(os.environ) if chain.target.is_local else None}
         writer.write(json.dumps(request).encode() + b"\n")
         await writer.drain()
-        async def forward_cancel() -> None:  # the broker kills the run; its exit still comes
+        async def forward_cancel(cancel: asyncio.Event) -> None:  # the broker kills the run; its exit still comes
             await cancel.wait()
             writer.write(b'{"op": "cancel"}\n')
             await writer.drain()
 
         # (a task for the cancel, not one per message: a run's output is thousands of them)
-        cancelling = asyncio.ensure_future(forward_cancel()) if cancel is not None else None
+        cancelling = asyncio.ensure_future(forward_cancel(cancel)) if cancel is not None else None
         try:
             while True:
                 msg = await _message(reader)

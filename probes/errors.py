@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["AgentError", "ConfigError", "ProbeError", "ProbesError", "RemedyError", "TransportError"]
+__all__ = ["AgentError", "BrokerError", "ConfigError", "ProbeError", "ProbesError", "RemedyError", "TransportError"]
 
 
 class ProbesError(Exception):
@@ -53,3 +53,8 @@ class TransportError(ProbesError):
 
 class AgentError(ProbesError):
     """The agent could not be started, or broke its protocol."""
+
+
+class BrokerError(ProbesError):
+    """The agent broker (the process the CLI and the UI share agents through) cannot be
+    reached or started."""

@@ -86,7 +86,7 @@ class HopChain:
         else:
             for jump in t.jump:
                 out.append(Hop(f"ssh {jump} (jump)", "a TCP tunnel to the next hop; no command"))
-            where = t.ssh + (f" port {t.port}" if t.port else "")
+            where = f"{t.ssh}" + (f" port {t.port}" if t.port else "")
             out.append(Hop(f"ssh {where}", f"one command string for its login shell: {self.remote_command}"))
             prefix = container_prefix(t)
             if prefix:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
+from typing import TYPE_CHECKING
 
 from ._lazy import LazyModule
 from .config import Target
@@ -18,7 +19,10 @@ from .errors import TransportError
 from .hops import HopChain, container_prefix
 from .transports import SshPool, run_chain
 
-asyncssh = LazyModule("asyncssh")  # imported when a remote file is first read or written
+if TYPE_CHECKING:  # the type checker reads the real module
+    import asyncssh
+else:
+    asyncssh = LazyModule("asyncssh")  # imported when a remote file is first read or written
 
 __all__ = ["ORIGINAL_SUFFIX", "list_tree", "read_file", "remote_path", "write_file"]
 
@@ -125,5 +129,5 @@ async def write_file(target: Target, path: str, data: bytes, pool: SshPool, keep
         async with sftp.open(tmp, "wb") as fh:
             await fh.write(data)
         if await sftp.exists(path):
-            await sftp.chmod(tmp, (await sftp.stat(path)).permissions & 0o7777)
+            await sftp.chmod(tmp, ((await sftp.stat(path)).permissions or 0o644) & 0o7777)
         await sftp.posix_rename(tmp, path)

@@ -6,18 +6,15 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, cast
 
 from .classify import RunFacts, classify
 from .config import Target
 from .hops import HopChain
 from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
-from .transports import SshPool, Transport, run_process, transport_for
+from .transports import ExitInfo, OnOutput, SshPool, run_process, transport_for
 
-if TYPE_CHECKING:
-    from .agent import AgentPool
-
-__all__ = ["OutputSink", "RunOutcome", "execute", "chain_for"]
+__all__ = ["OutputSink", "Runner", "RunOutcome", "SessionRunner", "execute", "chain_for"]
 
 _TAIL = 8192
 
@@ -28,6 +25,58 @@ class OutputSink(Protocol):
     def write(self, stream: str, data: bytes) -> None: ...
 
     def flush(self) -> None: ...
+
+
+class _CountingSink(OutputSink, Protocol):
+    """A sink that counts the lines it stored (the session's capture)."""
+
+    @property
+    def lines(self) -> dict[str, int]: ...
+
+
+class Runner(Protocol):
+    """Runs one program at the far end of a hop chain and streams its output: the one
+    interface behind every way a probe runs. Implemented by :class:`SessionRunner` (a
+    session of its own per run), :class:`~sleuth.probes.agent.AgentPool` (a child of the
+    target's resident agent), :class:`~sleuth.probes.broker.BrokerClient` (the same, through
+    the broker the CLI and the UI share) and every :class:`~sleuth.probes.transports.Transport`
+    (the MockTransport of unit tests). Never raises for a transport fault: the
+    :class:`ExitInfo` says what happened."""
+
+    async def run(
+        self,
+        chain: HopChain,
+        program: bytes,
+        on_output: OnOutput,
+        *,
+        cancel: asyncio.Event | None = None,
+        timeout: float | None = None,
+        fork: bool = False,
+    ) -> ExitInfo: ...
+
+
+class SessionRunner:
+    """Each run in a session of its own through the target's default transport (a local
+    subprocess, or an ssh channel on *pool*'s connection): no agent."""
+
+    def __init__(self, pool: SshPool | None = None) -> None:
+        self.pool = pool
+
+    async def run(
+        self,
+        chain: HopChain,
+        program: bytes,
+        on_output: OnOutput,
+        *,
+        cancel: asyncio.Event | None = None,
+        timeout: float | None = None,
+        fork: bool = False,
+    ) -> ExitInfo:
+        own = transport_for(chain, self.pool)
+        try:
+            return await run_process(own, chain, program, on_output, cancel=cancel, timeout=timeout)
+        finally:
+            await own.close()
 
 
 @dataclass
@@ -65,13 +114,10 @@ async def execute(
     timeout: float | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     on_output: Callable[[str, bytes], None] | None = None,
-    agents: AgentPool | None = None,
-    transport: Transport | None = None,
+    runner: Runner | None = None,
 ) -> RunOutcome:
-    """Run *spec* on *target*; every byte goes to *sink* as it arrives. With *agents*, it
-    runs in a child of the target's resident agent (started on first use); with
-    *transport*, through that one (a MockTransport in unit tests); else in a session of
-    the target's default transport (on *pool* for ssh)."""
+    """Run *spec* on *target* through *runner*; every byte goes to *sink* as it arrives.
+    Without a runner, in a session of the target's default transport (on *pool* for ssh)."""
     nonce = new_nonce()
     if spec.code_dir is None and code_dir(target):
         spec = ProgramSpec(**{**spec.__dict__, "code_dir": code_dir(target)})
@@ -112,17 +158,8 @@ async def execute(
 
     tick = asyncio.ensure_future(ticker())
     try:
-        chain = chain_for(target)
-        if transport is not None:
-            exit = await run_process(transport, chain, program, output, cancel=cancel, timeout=timeout, fork=spec.fork)
-        elif agents is not None:
-            exit = await agents.run(chain, program, output, cancel=cancel, timeout=timeout, fork=spec.fork)
-        else:
-            own = transport_for(chain, pool)
-            try:
-                exit = await run_process(own, chain, program, output, cancel=cancel, timeout=timeout)
-            finally:
-                await own.close()
+        runner = runner if runner is not None else SessionRunner(pool)
+        exit = await runner.run(chain_for(target), program, output, cancel=cancel, timeout=timeout, fork=spec.fork)
     finally:
         tick.cancel()
     for rec in parser.finish():
@@ -130,7 +167,7 @@ async def execute(
             on_record(rec)
     sink.flush()
     if sink_counts is not None:
-        counts = dict(sink.lines)  # after flush: the store's own count of every line
+        counts = dict(cast(_CountingSink, sink).lines)  # after flush: the store's own count of every line
     else:
         for stream, tail in tails.items():
             if tail and not tail.endswith(b"\n"):

@@ -215,7 +215,7 @@ class CaptureWriter:
 
     def close(self, complete: bool = True) -> dict[str, int]:
         self.flush(final=True)
-        if self._thread is not None:
+        if self._thread is not None and self._queue is not None:
             done = threading.Event()
             self._queue.put(("stop", done))
             done.wait()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sleuth.hypotheses import PreRunCheck
+    from ..hypotheses import PreRunCheck
 
 __all__ = ["CircularRetest", "ExchangeError", "InvestigationError", "SessionError", "StoreError"]
 

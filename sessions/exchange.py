@@ -26,8 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import Event, EventKind, InvestigationState
-
+from ..hypotheses import Event, EventKind, InvestigationState
 from .errors import ExchangeError
 from .redact import Redactor
 from .store import SCHEMA_VERSION, STREAMS, Store

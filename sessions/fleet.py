@@ -19,10 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import Comparison, PreRunCheck, compare
-from sleuth.probes import AgentPool, Config, Container, HopChain, ProbeDef, SshPool, Target
-from sleuth.probes.transports import run_chain
-
+from ..hypotheses import Comparison, PreRunCheck, compare
+from ..probes import Config, Container, HopChain, ProbeDef, Runner, SessionRunner, SshPool, Target
+from ..probes.transports import run_chain
 from .errors import InvestigationError
 from .investigation import Investigation
 from .runs import RunReport, check_run, request_for_probe, run_probe
@@ -173,8 +172,8 @@ async def run_fleet(
     probe: ProbeDef,
     params: dict[str, Any],
     *,
+    runner: Runner | None = None,
     pool: SshPool | None = None,
-    agents: AgentPool | None = None,
     force: bool = False,
     members: list[Target] | None = None,
     ask: Callable[[dict[str, PreRunCheck]], Awaitable[bool]] | None = None,
@@ -184,7 +183,9 @@ async def run_fleet(
     Every member's state is read first (all at once); members in the same state as their
     last run of this check keep that run's answer — unless *force*, or *ask* (given those
     members and their checks) says to run them again."""
-    pool = pool or getattr(agents, "ssh", None) or SshPool()  # (a broker client keeps its connections in the broker)
+    # finding the members needs a connection of our own (a broker client keeps its in the broker)
+    pool = pool or getattr(runner, "ssh", None) or SshPool()
+    runner = runner if runner is not None else SessionRunner(pool)
     if members is None:
         members = await expand_fleet(config, fleet, pool)
     inv.record_fleet(fleet.name, fleet.fleet.describe() if fleet.fleet else fleet.name,
@@ -194,20 +195,21 @@ async def run_fleet(
 
     async def check(member: Target) -> None:
         request = request_for_probe(inv, probe, member, config.params_for(probe.id, params))
-        checks[member.name] = (request, await check_run(inv, member, request, pool=pool, agents=agents))
+        checks[member.name] = (request, await check_run(inv, member, request, runner=runner))
 
     await asyncio.gather(*(check(m) for m in members))
     same = {name: c for name, (_r, c) in checks.items() if c.retest_of is not None and not c.stochastic}
     again = force or (bool(same) and ask is not None and await ask(same))
     if not again:
-        report.reused = {name: c.retest_of.id for name, c in same.items()}  # the same state: its answer stands
+        # the same state: its answer stands
+        report.reused = {name: c.retest_of.id for name, c in same.items() if c.retest_of is not None}
 
-    async def run(member: Target) -> None:
+    async def run_member(member: Target) -> None:
         request, pre = checks[member.name]
-        report.reports[member.name] = await run_probe(inv, member, request, force=True, pool=pool, agents=agents,
+        report.reports[member.name] = await run_probe(inv, member, request, force=True, runner=runner,
                                                       check=pre)
 
-    await asyncio.gather(*(run(m) for m in members if m.name not in report.reused))
+    await asyncio.gather(*(run_member(m) for m in members if m.name not in report.reused))
     st = inv.state
     answers, unreachable = {}, {}
     for member in members:  # in the fleet's order

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import (
+from ..hypotheses import (
     LINK_KINDS,
     Catalog,
     Comparison,
@@ -35,7 +35,6 @@ from sleuth.hypotheses import (
     state_changes,
     state_key_of_parts,
 )
-
 from .capture import CaptureWriter
 from .errors import InvestigationError
 from .exchange import export_session

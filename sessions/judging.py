@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sleuth.hypotheses import EventKind, RunInfo, judge, state_changes, strength
+from ..hypotheses import EventKind, RunInfo, judge, state_changes, strength
 
 if TYPE_CHECKING:
-    from sleuth.hypotheses import InvestigationState
+    from ..hypotheses import InvestigationState
 
 __all__ = ["RunJudging"]
 

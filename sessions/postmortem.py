@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import Change, Comparison, InvestigationState, state_changes
+from ..hypotheses import Change, Comparison, InvestigationState, state_changes
 
 __all__ = ["postmortem_markdown", "write_postmortem"]
 
@@ -71,6 +71,8 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
     if confirmed:
         for h in roots:
             app = st.fixed_by(h)
+            if app is None:  # confirmed means fixed by an application; never without one
+                continue
             verified = next(v for v in app.verifications
                             if v["hypothesis"] == h and v["outcome"] == "fixed" and v.get("strong", True))
             run = st.runs[verified["run"]]

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
-from sleuth.hypotheses import InvestigationState, RunInfo, trials_needed
-from sleuth.probes import Target
-from sleuth.probes.remedies import (
+from ..hypotheses import InvestigationState, RunInfo, trials_needed
+from ..probes import Target
+from ..probes.remedies import (
     CodeFile,
     RemedyError,
     RemedyPlan,
@@ -21,8 +21,7 @@ from sleuth.probes.remedies import (
     revert,
     sha256,
 )
-from sleuth.probes.remote_files import remote_path
-
+from ..probes.remote_files import remote_path
 from .errors import InvestigationError
 from .investigation import Investigation
 
@@ -260,12 +259,13 @@ def plan_tree(
     """Preview *remedy* on every module under *root* — a local folder, or one on *target*
     (listed and read through its hop chain or SFTP) — and record each preview."""
     shapes, note = remedy_inputs(inv.state, remedy, _name(target), shapes)
+    where: PurePath
     if isinstance(target, Target) and not target.is_local:
         files: list[CodeFile | Path] = list(remote_tree(target, str(root)))
-        root = PurePosixPath(remote_path(target, str(root)))
+        where = PurePosixPath(remote_path(target, str(root)))
     else:
-        root = Path(root)
-        files = list(tree_files(root))
+        where = Path(root)
+        files = list(tree_files(where))
     plans, skipped = [], []
     for path in files:
         try:
@@ -277,10 +277,10 @@ def plan_tree(
         if plan.findings and not nothing:
             plans.append(plan)
     if not plans:
-        raise RemedyError(f"{root}: no module here that {remedy} would change")
+        raise RemedyError(f"{where}: no module here that {remedy} would change")
     for plan in plans:
         inv.record_preview(plan.remedy, plan.file.key, plan.before_sha, plan.after_sha, plan.blocked)
-    return TreePlan(remedy, root, plans, skipped)
+    return TreePlan(remedy, where, plans, skipped)
 
 
 def apply_tree(inv: Investigation, tree: TreePlan, target: Target | str = "local", hypothesis: str | None = None) -> int | None:

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import PreRunCheck, fingerprint_changes
-from sleuth.probes import AgentPool, ProgramSpec, RunOutcome, SshPool, Target, Transport, execute
-from sleuth.probes.catalog import ProbeDef
-
+from ..hypotheses import PreRunCheck, fingerprint_changes
+from ..probes import ProgramSpec, Runner, RunOutcome, Target, execute
+from ..probes.catalog import ProbeDef
 from .errors import CircularRetest
 from .investigation import Investigation
 
@@ -124,15 +123,13 @@ class _Discard:
 async def measure_state(
     target: Target,
     *,
-    pool: SshPool | None = None,
-    agents: AgentPool | None = None,
-    transport: Transport | None = None,
+    runner: Runner | None = None,
     timeout: float = 60.0,
 ) -> Measured:
     """Read *target*'s state now — interpreter, distributions, code tree hash, compile
     caches — with the prelude alone (through the resident agent: milliseconds; else one
     short session). A transport fault or any other end is an unknown state, never a guess."""
-    outcome = await execute(target, STATE_READ, _Discard(), pool=pool, agents=agents, transport=transport, timeout=timeout)
+    outcome = await execute(target, STATE_READ, _Discard(), runner=runner, timeout=timeout)
     if outcome.classification == "completed" and outcome.state is not None:
         return Measured(outcome.state, None, outcome.seconds)
     return Measured(None, f"the state of {target.name} could not be read ({outcome.classification}: {outcome.reason})",
@@ -151,14 +148,12 @@ async def check_run(
     request: RunRequest,
     measured: Measured | None = None,
     *,
-    pool: SshPool | None = None,
-    agents: AgentPool | None = None,
-    transport: Transport | None = None,
+    runner: Runner | None = None,
 ) -> PreRunCheck:
     """Measure *target*'s state (unless given) and say whether *request* repeats an earlier
     run in it; the state read is recorded when it tells something (see observe_state)."""
     if measured is None:
-        measured = await measure_state(target, pool=pool, agents=agents, transport=transport)
+        measured = await measure_state(target, runner=runner)
     check = inv.check_before_run(request.probe, request.params, target.name, state=measured.state,
                                  definition=target.definition(), unknown=measured.unknown, stochastic=request.stochastic)
     inv.observe_state(target.name, check)
@@ -171,9 +166,7 @@ async def run_probe(
     request: RunRequest,
     *,
     force: bool = False,
-    pool: SshPool | None = None,
-    agents: AgentPool | None = None,
-    transport: Transport | None = None,
+    runner: Runner | None = None,
     cancel: asyncio.Event | None = None,
     timeout: float | None = None,
     on_output: Callable[[str, bytes], None] | None = None,
@@ -186,7 +179,7 @@ async def run_probe(
     earlier one in exactly this state raises CircularRetest unless *force*; an unreadable
     state flags nothing."""
     if check is None:
-        check = await check_run(inv, target, request, pool=pool, agents=agents, transport=transport)
+        check = await check_run(inv, target, request, runner=runner)
     if check.flagged and not force:
         raise CircularRetest(inv.describe_check(check), check)
     start = inv.begin_run(request.probe, request.params, target.name, kind=request.kind, check=check)
@@ -199,9 +192,7 @@ async def run_probe(
             target,
             request.spec,
             capture,
-            pool=pool,
-            agents=agents,
-            transport=transport,
+            runner=runner,
             cancel=cancel,
             timeout=timeout or request.timeout,
             on_output=on_output,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sleuth.hypotheses import Event
+from ..hypotheses import Event
 
 if TYPE_CHECKING:
     from .capture import CaptureWriter
@@ -216,7 +216,7 @@ class Store:
         dumped = json.dumps(clean, sort_keys=True, separators=(",", ":"))
         payload = self.redactor.redact_text(dumped)  # secret values anywhere in the event
         cur = self.conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (ts, kind, payload))
-        return Event(int(cur.lastrowid), ts, kind, clean if payload == dumped else json.loads(payload))
+        return Event(int(cur.lastrowid or 0), ts, kind, clean if payload == dumped else json.loads(payload))
 
     def events(self, upto: int | None = None, after: int = 0) -> Iterator[Event]:
         """Events in order: those with after < seq ≤ upto (all when upto is None)."""

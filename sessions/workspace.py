@@ -14,8 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from sleuth.hypotheses import Catalog, load_catalog
-
+from ..hypotheses import Catalog, load_catalog
 from .investigation import Investigation, InvestigationError
 
 __all__ = ["Workspace"]

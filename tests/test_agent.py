@@ -48,7 +48,7 @@ def test_probes_run_through_the_agent_and_reuse_it(sshd):
     target = sshd.target()
 
     async def body(pool):
-        outs = [await execute(target, probe("import sys\nemit('result', exe=sys.executable, n=params['n'])", n=i), Sink(), agents=pool) for i in range(3)]
+        outs = [await execute(target, probe("import sys\nemit('result', exe=sys.executable, n=params['n'])", n=i), Sink(), runner=pool) for i in range(3)]
         health = await pool.agents[target.name].health()
         return outs, health
 
@@ -68,7 +68,7 @@ def test_eight_probes_run_at_once_on_one_agent(sshd):
 
     async def body(pool):
         await pool.get(target)
-        return await asyncio.gather(*(execute(target, probe(src), Sink(), agents=pool) for _ in range(8)))
+        return await asyncio.gather(*(execute(target, probe(src), Sink(), runner=pool) for _ in range(8)))
 
     outs = run(with_pool(body))
     assert [o.classification for o in outs] == ["completed"] * 8
@@ -94,9 +94,9 @@ def test_cancel_kills_the_remote_child_and_the_agent_stays(sshd):
             if b"ready" in data:
                 cancel.set()
 
-        out = await execute(target, probe(src), Sink(), agents=pool, cancel=cancel, on_output=on_output)
+        out = await execute(target, probe(src), Sink(), runner=pool, cancel=cancel, on_output=on_output)
         gone = await asyncio.to_thread(wait_gone, sshd, marker)
-        after = await execute(target, probe("emit('result', ok=1)"), Sink(), agents=pool)
+        after = await execute(target, probe("emit('result', ok=1)"), Sink(), runner=pool)
         return out, gone, after
 
     out, gone, after = run(with_pool(body))
@@ -118,7 +118,7 @@ def test_every_classification_through_the_agent(sshd, source, classification, sa
     target = sshd.target(timeout=2.0)
 
     async def body(pool):
-        return await execute(target, probe(source), Sink(), agents=pool)
+        return await execute(target, probe(source), Sink(), runner=pool)
 
     out = run(with_pool(body))
     assert out.classification == classification, out.reason
@@ -146,8 +146,8 @@ def test_killing_the_agent_is_transport_and_leaves_nothing(sshd):
                 chain = HopChain(target, ["pct", "exec", "200", "--", "kill", "-9", str(agent.pid)])
                 asyncio.ensure_future(run_chain(chain, b"", lambda s, d: None, pool=pool.ssh))
 
-        out = await execute(target, probe(_long_probe(marker)), Sink(), agents=pool, on_output=on_output)
-        again = await execute(target, probe("emit('result', ok=1)"), Sink(), agents=pool)
+        out = await execute(target, probe(_long_probe(marker)), Sink(), runner=pool, on_output=on_output)
+        again = await execute(target, probe("emit('result', ok=1)"), Sink(), runner=pool)
         return out, agent.pid, again
 
     out, old_pid, again = run(with_pool(body))
@@ -173,7 +173,7 @@ def test_sshd_killed_is_transport_and_leaves_nothing(tmp_path_factory):
             if b"ready" in data:
                 gpu.kill_all()  # the listener and every session process it forked
 
-        return await execute(target, probe(_long_probe(marker)), Sink(), agents=pool, on_output=on_output, timeout=30)
+        return await execute(target, probe(_long_probe(marker)), Sink(), runner=pool, on_output=on_output, timeout=30)
 
     try:
         out = run(with_pool(body))
@@ -210,7 +210,7 @@ def test_client_killed_leaves_nothing_at_the_far_end(sshd, tmp_path: Path):
             target = Target(name="ct200", ssh={t.ssh!r}, port={t.port}, jump={t.jump!r}, identity={t.identity!r},
                             known_hosts={t.known_hosts!r}, container=Container("pct", "200"), python={t.python!r})
             src = {_long_probe(marker)!r}
-            asyncio.run(execute(target, ProgramSpec(probe="t", source=src), Sink(), agents=AgentPool()))
+            asyncio.run(execute(target, ProgramSpec(probe="t", source=src), Sink(), runner=AgentPool()))
             """
         )
     )
@@ -234,7 +234,7 @@ def test_a_stale_agent_is_replaced(sshd):
         old = await pool.get(target)
         old_version, old_pid = old.version, old.pid
         pool.source, pool.version = AGENT_SOURCE, AGENT_VERSION  # this sleuth is newer than that agent
-        out = await execute(target, probe("emit('result', ok=1)"), Sink(), agents=pool)
+        out = await execute(target, probe("emit('result', ok=1)"), Sink(), runner=pool)
         new = pool.agents[target.name]
         gone = await asyncio.to_thread(far_processes, sshd, f"{old_pid} ")
         return old_version, old_pid, out, new.version, new.pid, gone
@@ -262,7 +262,7 @@ def test_a_far_end_that_cannot_run_the_agent_falls_back_and_says_so(sshd, tmp_pa
     target = sshd.target(python=str(wrapper))
 
     async def body(pool):
-        return [await execute(target, probe("emit('result', ok=1)"), Sink(), agents=pool) for _ in range(2)]
+        return [await execute(target, probe("emit('result', ok=1)"), Sink(), runner=pool) for _ in range(2)]
 
     outs = run(with_pool(body))
     assert [o.classification for o in outs] == ["completed", "completed"]
@@ -278,9 +278,9 @@ def test_forked_probes_start_with_torch_already_imported():
     async def body(pool):
         agent = await pool.get(target)
         warmed = await agent.warm(["torch"])
-        fresh = await execute(target, probe(src), Sink(), agents=pool)
+        fresh = await execute(target, probe(src), Sink(), runner=pool)
         spec = probe(src)
-        forked = await execute(target, type(spec)(**{**spec.__dict__, "fork": True}), Sink(), agents=pool)
+        forked = await execute(target, type(spec)(**{**spec.__dict__, "fork": True}), Sink(), runner=pool)
         return warmed, fresh, forked
 
     warmed, fresh, forked = run(with_pool(body))
@@ -305,7 +305,7 @@ def test_a_local_agent_run_gets_this_process_environment_as_it_is_now(monkeypatc
                 monkeypatch.delenv("SLEUTH_TEST_ENV")
             else:
                 monkeypatch.setenv("SLEUTH_TEST_ENV", value)
-            out = await execute(target, ProgramSpec(probe="t", source=src, fork=True), Sink(), agents=pool)
+            out = await execute(target, ProgramSpec(probe="t", source=src, fork=True), Sink(), runner=pool)
             assert out.classification == "completed", out.reason
             seen.append(out.records[0]["v"])
         return seen
@@ -340,7 +340,7 @@ def test_a_run_whose_caller_is_cancelled_is_killed_and_never_holds_the_agent(tmp
         except asyncio.CancelledError:
             pass
         after = await asyncio.wait_for(
-            execute(target, ProgramSpec(probe="t", source="emit('result', ok=True)", fork=True), Sink(), agents=pool), 30)
+            execute(target, ProgramSpec(probe="t", source="emit('result', ok=True)", fork=True), Sink(), runner=pool), 30)
         pid = int(pidfile.read_text())
         deadline = time.monotonic() + 10  # (checked before the pool closes: closing kills every child)
         while time.monotonic() < deadline and _running(pid):

@@ -142,7 +142,7 @@ def test_output_through_the_broker_arrives_byte_for_byte_as_frames_and_as_json_l
     import base64
     import sys
 
-    from sleuth.probes import HopChain, ProgramSpec, Target, execute
+    from sleuth.probes import ProgramSpec, Target, execute
     from sleuth.probes.broker import BrokerClient, target_to_dict
     from sleuth.probes.protocol import build_program, new_nonce
     from test_transport import Sink
@@ -155,7 +155,7 @@ def test_output_through_the_broker_arrives_byte_for_byte_as_frames_and_as_json_l
         client = BrokerClient(d)
         try:
             sink = Sink()
-            out = await execute(target, ProgramSpec(probe="t", source=BLOB_SRC, fork=True), sink, agents=client)
+            out = await execute(target, ProgramSpec(probe="t", source=BLOB_SRC, fork=True), sink, runner=client)
             assert out.classification == "completed", out.reason
             assert "own agent" not in out.via  # through the broker, not a fallback
             stdout = b"".join(x for s, x in sink.chunks if s == "stdout")
@@ -272,11 +272,11 @@ def test_cancel_through_the_broker_kills_the_far_end_and_says_cancelled(tmp_path
 
         try:
             t0 = time.monotonic()
-            out = await execute(target, ProgramSpec(probe="t", source=src, fork=True), Sink(), agents=client,
+            out = await execute(target, ProgramSpec(probe="t", source=src, fork=True), Sink(), runner=client,
                                 cancel=cancel, on_record=on_record)
             seconds = time.monotonic() - t0
             after = await execute(target, ProgramSpec(probe="t", source="emit('result', ok=True)", fork=True), Sink(),
-                                  agents=client)
+                                  runner=client)
             return out, seconds, started, after
         finally:
             await client.ask("stop")

@@ -37,7 +37,7 @@ class Sink:
 
 def run(transport: MockTransport, target: Target = LOCAL, spec: ProgramSpec = SPEC, **kw: Any):
     sink = Sink()
-    outcome = asyncio.run(execute(target, spec, sink, transport=transport, **kw))
+    outcome = asyncio.run(execute(target, spec, sink, runner=transport, **kw))
     return outcome, sink
 
 
@@ -84,7 +84,7 @@ def test_cancel_kills_and_is_classified_killed():
     async def go():
         cancel = asyncio.Event()
         asyncio.get_running_loop().call_later(0.1, cancel.set)
-        return await execute(LOCAL, SPEC, Sink(), transport=transport, cancel=cancel, timeout=30)
+        return await execute(LOCAL, SPEC, Sink(), runner=transport, cancel=cancel, timeout=30)
 
     outcome = asyncio.run(go())
     assert outcome.classification == "killed" and "cancelled" in outcome.reason
@@ -118,7 +118,7 @@ def test_a_hop_that_cannot_be_reached_is_transport_naming_it():
         async def start(self, chain, *, fork=False):
             raise TransportError("hop 1 (ssh bastion jump): connection refused", 1)
 
-    outcome = asyncio.run(execute(REMOTE, SPEC, Sink(), transport=Unreachable()))
+    outcome = asyncio.run(execute(REMOTE, SPEC, Sink(), runner=Unreachable()))
     assert outcome.classification == "transport" and outcome.failed_hop == 1
     assert "hop 1 (ssh bastion jump): connection refused" in outcome.reason
 
@@ -167,7 +167,7 @@ def fingerprint_reply(torch: str = "2.11.0+cu128", **dists: str):
 
 def fingerprint(inv, transport, **kw):
     probe = builtin_probes()["env-fingerprint"]
-    return asyncio.run(run_probe(inv, LOCAL, request_for_probe(inv, probe, LOCAL, {}), transport=transport, **kw))
+    return asyncio.run(run_probe(inv, LOCAL, request_for_probe(inv, probe, LOCAL, {}), runner=transport, **kw))
 
 
 def test_run_probe_names_the_drift_from_the_baseline_and_records_evidence(inv):
@@ -234,7 +234,7 @@ def test_a_transport_failure_records_no_evidence(inv):
 def test_a_shell_run_through_the_fake_keeps_every_byte(inv):
     big = b"".join(b"line %d\n" % i for i in range(5000))
     transport = MockTransport(lambda chain, stdin: Reply(stdout=[big[:30000], big[30000:]], exit_status=0))
-    report = asyncio.run(run_probe(inv, LOCAL, request_for_shell("pip list | tail -20"), transport=transport))
+    report = asyncio.run(run_probe(inv, LOCAL, request_for_shell("pip list | tail -20"), runner=transport))
     assert inv.state.runs[report.run].classification == "completed"
     assert inv.store.output_bytes(report.run, "stdout") == big
     assert inv.store.line_count(report.run) == 5000

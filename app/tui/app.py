@@ -8,12 +8,12 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from sleuth.probes import Config, SshPool, Transport, builtin_probes, load_config
-from sleuth.probes.broker import BrokerClient
-from sleuth.sessions import Investigation, Store, Workspace
 from textual.app import App
 from textual.command import Hit, Hits, Provider
 
+from ...probes import Config, Runner, SshPool, Transport, builtin_probes, load_config
+from ...probes.broker import BrokerClient
+from ...sessions import Investigation, Store, Workspace
 from .screens import InvestigationScreen, ReplayScreen
 
 __all__ = ["SleuthApp", "SelectionCommands"]
@@ -76,6 +76,7 @@ class SleuthApp(App):
         # probes run through the resident agents the broker keeps between commands (the CLI's
         # too: one agent per target whoever asks)
         self.agents = BrokerClient(workspace.dir)
+        self.runner: Runner = transport if transport is not None else self.agents
         self._replaying = replaying
         self._replay_at = replay_at
         self._hint = hint

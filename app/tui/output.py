@@ -15,7 +15,6 @@ from pathlib import Path
 
 from rich.style import Style
 from rich.text import Text
-from sleuth.sessions import OutputLine, Store
 from textual import work
 from textual.binding import Binding
 from textual.geometry import Size
@@ -25,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
 
+from ...sessions import OutputLine, Store
 from ..outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
 
 __all__ = ["OutputView"]
@@ -363,10 +363,10 @@ class OutputView(ScrollView, can_focus=True):
             self.scroll_to(y=self.cursor - height + 1, animate=False)
         self.refresh()
 
-    def watch_scroll_y(self, old: float, new: float) -> None:
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         self._touch()
-        super().watch_scroll_y(old, new)
-        self.follow = new >= self.max_scroll_y
+        super().watch_scroll_y(old_value, new_value)
+        self.follow = new_value >= self.max_scroll_y
         if self.follow:
             self.new_since_scroll = 0
             self.post_message(self.Changed())

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from sleuth.hypotheses import STATUS_LEGEND, Event, EventKind, InvestigationState
-from sleuth.probes import Target
-from sleuth.sessions import Store
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
+from ...hypotheses import STATUS_LEGEND, Event, EventKind, InvestigationState
+from ...probes import Target
+from ...sessions import Store
 from ..views import (
     NextStep,
     Selection,
@@ -173,7 +173,7 @@ class HypothesisTree(Tree[Selection]):
         selection = keep
         if found is None and keep.kind == "none":
             found = next(iter(self.root.children), None)
-            if found is not None:
+            if found is not None and found.data is not None:
                 selection = found.data
         if found is not None:
             up = found.parent

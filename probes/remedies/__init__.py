@@ -170,7 +170,10 @@ def preview(remedy: str, file: CodeFile | Path | str, *, shapes: list[dict[str, 
     except UnicodeDecodeError:
         raise RemedyError(f"{path}: not UTF-8 text") from None
     except _syntax_error() as exc:
-        raise RemedyError(f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}") from None
+        raise RemedyError(
+            f"{path}:{getattr(exc, 'raw_line', '?')}:{getattr(exc, 'raw_column', '?')}: does not parse: "
+            f"{getattr(exc, 'message', exc)}"
+        ) from None
     findings = [{"line": f.line, "what": f.what, "handled": f.handled, "left_unlocked": f.left_unlocked} for f in found.items]
     blocked = [f"{path}:{f.line}: {f.what}" if f.line else f"{path}: {f.what}" for f in found.unhandled]
     if not blocked and after == source and not any("already" in f.what or f.left_unlocked for f in found.items):

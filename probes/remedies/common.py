@@ -4,6 +4,7 @@ build block masks, FX-trace, or start threads — found by qualified name, so al
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -83,7 +84,9 @@ def line_of(meta, node: cst.CSTNode) -> int:
         return 0
 
 
-def splice(body: list[cst.BaseStatement], at: int, helper_source: str) -> list[cst.BaseStatement]:
+def splice(
+    body: Sequence[cst.SimpleStatementLine | cst.BaseCompoundStatement], at: int, helper_source: str
+) -> list[cst.SimpleStatementLine | cst.BaseCompoundStatement]:
     """Insert the statements of *helper_source* at *at*, keeping its comment block on top
     and its closing comment above the statement that follows."""
     helper = cst.parse_module(helper_source)
@@ -96,7 +99,7 @@ def splice(body: list[cst.BaseStatement], at: int, helper_source: str) -> list[c
     return [*body[:at], *stmts, *rest]
 
 
-def after_imports(body: list[cst.BaseStatement]) -> int:
+def after_imports(body: Sequence[cst.SimpleStatementLine | cst.BaseCompoundStatement]) -> int:
     """Index just after the module's leading docstring and imports (where helpers go)."""
     at = 0
     for i, stmt in enumerate(body):

@@ -57,25 +57,26 @@ class CodeFile(ABC):
 
 class LocalFile(CodeFile):
     def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+        self.local = Path(path)  # the same path, with what a file on this machine can do
+        self.path = self.local
 
     @property
     def key(self) -> str:
-        return str(self.path.resolve())
+        return str(self.local.resolve())
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        return self.local.is_file()
 
     def read(self) -> bytes:
         try:
-            return self.path.read_bytes()
+            return self.local.read_bytes()
         except OSError as exc:
             raise RemedyError(f"{self.path}: {exc.strerror or exc}") from None
 
     def replace(self, data: bytes, keep_original: bool = True) -> str | None:
         """Write a temporary file beside it, fsync, keep the mode, rename over it. The original
         bytes are kept in the session, not beside the file."""
-        path = self.path
+        path = self.local
         try:
             mode = path.stat().st_mode if path.exists() else 0o644
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".sleuth-tmp", dir=path.parent)
@@ -95,7 +96,7 @@ class LocalFile(CodeFile):
         return None
 
     def sibling(self, relative: str) -> CodeFile:
-        return LocalFile(self.path.with_name(relative))
+        return LocalFile(self.local.with_name(relative))
 
 
 class RemoteFile(CodeFile):

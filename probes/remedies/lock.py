@@ -107,17 +107,19 @@ class _LockTransformer(cst.CSTTransformer):
             def __init__(self) -> None:
                 self.stack: list[str] = []
 
-            def visit_FunctionDef(self, fn: cst.FunctionDef) -> None:
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                fn = node
                 if not self.stack:
                     meta.module_functions.add(fn.name.value)
                 self.stack.append(fn.name.value)
                 if fn.name.value == WRAP:
                     meta.has_helper = True
 
-            def leave_FunctionDef(self, fn: cst.FunctionDef) -> None:
+            def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
                 self.stack.pop()
 
-            def visit_Call(self, call: cst.Call) -> None:
+            def visit_Call(self, node: cst.Call) -> None:
+                call = node
                 q = qualified(meta, call.func)
                 if q & FLEX and self.stack:
                     meta.flex_functions.update(self.stack)
@@ -132,7 +134,7 @@ class _LockTransformer(cst.CSTTransformer):
         parent = self.get_metadata(ParentNodeProvider, node, None)
         while isinstance(parent, cst.Arg):
             parent = self.get_metadata(ParentNodeProvider, parent, None)
-        return _is_wrapper(parent)
+        return parent is not None and _is_wrapper(parent)
 
     def _what_compiles(self, call: cst.Call) -> str | None:
         """What a torch.compile call compiles, when it is a function sleuth can wrap:
@@ -177,7 +179,8 @@ class _LockTransformer(cst.CSTTransformer):
             return True
         return False
 
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        original, updated = original_node, updated_node
         line = line_of(self, original)
         if _is_wrapper(original) or self._wrapped_already(original):
             return updated
@@ -225,7 +228,8 @@ class _LockTransformer(cst.CSTTransformer):
                 self.found.add(line, "make_fx(…) kept for a later call: that call is not locked", handled=False)
         return updated
 
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        original, updated = original_node, updated_node
         decorators = list(updated.decorators)
         compiled = [
             d for d in original.decorators
@@ -239,7 +243,8 @@ class _LockTransformer(cst.CSTTransformer):
             return updated.with_changes(decorators=[cst.Decorator(cst.Name(WRAP)), *decorators])
         return updated
 
-    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        updated = updated_node
         if not self.changed or self.has_helper:
             return updated
         body = list(updated.body)

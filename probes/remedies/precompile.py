@@ -11,7 +11,7 @@ dtypes, devices, grad mode, and the block mask (lengths, block size, mask_mod by
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
@@ -132,9 +132,9 @@ class _Insert(cst.CSTTransformer):
             self.already = True
         if q & THREADS and self.target is None:
             stmt: cst.CSTNode = node
-            parent = self.get_metadata(ParentNodeProvider, stmt)
+            parent = cast(cst.CSTNode, self.get_metadata(ParentNodeProvider, stmt))
             while not isinstance(parent, (cst.IndentedBlock, cst.Module)):
-                stmt, parent = parent, self.get_metadata(ParentNodeProvider, parent)
+                stmt, parent = parent, cast(cst.CSTNode, self.get_metadata(ParentNodeProvider, parent))
             self.target = stmt
             self.found.add(line_of(self, node), f"workers start here ({sorted(q & THREADS)[0]}): precompile runs just before")
         if q & PROCESSES and not self.processes_line:

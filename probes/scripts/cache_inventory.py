@@ -1,3 +1,5 @@
+# pyright: reportPossiblyUnboundVariable=false
+# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
 """Compile-cache inventory: where the inductor and triton caches are, how big, how new,
 and whether they were written by the torch that is installed now."""
 
@@ -89,14 +91,14 @@ files = sum(c["files"] for c in caches.values())
 newest = max((c.get("newest_mtime") or 0) for c in caches.values()) if files else None
 # A cache whose newest entry is older than the torch install was written by another torch:
 # its keys no longer match, so the next compile starts cold.
-keys_match = True if not files or installed is None else newest >= installed
+keys_match = True if not files or installed is None else (newest or 0) >= installed
 # Inductor keys its FX-graph cache by torch version and config, triton by its own version and
 # the CUDA toolchain: a reinstall keeps the directories but no entry matches any more.
 keyed_by = {"inductor": "torch version + inductor config + graph code", "triton": "triton version + CUDA toolchain + kernel source"}
 emit(
     "result",
     keyed_by=keyed_by,
-    newer_than_torch=bool(files) and installed is not None and newest >= installed,
+    newer_than_torch=bool(files) and installed is not None and (newest or 0) >= installed,
     caches=caches,
     entries=files,
     cold=files == 0,

@@ -1,3 +1,5 @@
+# pyright: reportPossiblyUnboundVariable=false
+# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
 """Compile-race reproducer: run the training entry point K times with N threads and fresh
 compile caches, plus a single-thread control; count failures by error type."""
 

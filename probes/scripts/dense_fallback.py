@@ -1,3 +1,5 @@
+# pyright: reportPossiblyUnboundVariable=false
+# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
 """Dense fallback check: time (and, on CUDA, peak memory) of one compiled vs uncompiled
 flex_attention call at the given shapes, and whether the program's calls look like the
 compiled or the dense path."""

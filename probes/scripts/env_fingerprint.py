@@ -1,3 +1,5 @@
+# pyright: reportPossiblyUnboundVariable=false
+# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
 """Environment fingerprint: torch build (version with its build tag, CUDA, cuDNN, NCCL, git
 version), triton, driver, GPUs, every installed distribution and the variables that steer
 compilation and memory. sleuth diffs it against the target's baseline, package by package
@@ -106,11 +108,11 @@ if params.get("import_torch", True) and version("torch") is not None:
         fp["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         fp["cudnn"] = torch.backends.cudnn.version()
         try:
-            fp["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version())
+            fp["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version())  # pyright: ignore[reportAttributeAccessIssue]
         except Exception:  # no NCCL in this build
             fp["nccl"] = None
     try:
-        import triton
+        import triton  # pyright: ignore[reportMissingImports] (a CPU torch has none)
 
         fp["triton"] = triton.__version__
     except Exception:  # triton absent on CPU builds, or broken: both worth seeing

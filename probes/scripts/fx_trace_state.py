@@ -1,3 +1,5 @@
+# pyright: reportPossiblyUnboundVariable=false
+# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
 """FX-flag instrumentation: run the entry point with every compiled flex_attention wrapped
 at run time (no source change) and record, per call, the thread, torch's FX tracing flag,
 torch.compiler.is_compiling(), and the shapes; report tracing in one thread overlapping

@@ -1,3 +1,5 @@
+# pyright: reportPossiblyUnboundVariable=false
+# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
 """What the far end sees: argv, environment (secrets redacted), user, host, cwd, interpreter."""
 
 PROBE = {

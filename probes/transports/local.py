@@ -43,7 +43,8 @@ class _LocalProcess(Process):
 
     async def read(self, stream: str, size: int = READ_SIZE) -> bytes:
         try:
-            return await self._streams[stream].read(size)
+            reader = self._streams[stream]
+            return await reader.read(size) if reader is not None else b""
         except OSError:
             return b""
 

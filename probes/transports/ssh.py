@@ -14,7 +14,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .._lazy import LazyModule
 from ..config import Target
@@ -24,7 +24,10 @@ from .base import READ_SIZE, Exit, Process, Transport
 
 __all__ = ["SshPool", "SshTransport", "split_host"]
 
-asyncssh = LazyModule("asyncssh")  # imported on the first connection
+if TYPE_CHECKING:  # the type checker reads the real module
+    import asyncssh
+else:
+    asyncssh = LazyModule("asyncssh")  # imported on the first connection
 
 # AES-GCM first: one AEAD call a packet where chacha20-poly1305 takes three in asyncssh
 # (measured on loopback: 208 vs 144 MB/s). Both are OpenSSH defaults; the server picks.
@@ -62,7 +65,14 @@ def split_host(spec: str, user: str | None = None, port: int | None = None) -> t
 _CLIENT: type | None = None
 
 
-def _Client() -> Any:  # noqa: N802 - stands for the class, made on first use (asyncssh loads then)
+class _ClientState(Protocol):
+    """What sleuth reads of its asyncssh client: whether, and why, the connection went."""
+
+    lost: Exception | None
+    closed: bool
+
+
+def _new_client() -> _ClientState:  # the class is made on first use (asyncssh loads then)
     global _CLIENT
     if _CLIENT is None:
         class Client(asyncssh.SSHClient):
@@ -82,10 +92,10 @@ class SshPool:
     """One open connection per target (plus its jump tunnels), reused by every run."""
 
     def __init__(self) -> None:
-        self._conns: dict[str, tuple[asyncssh.SSHClientConnection, _Client, list[asyncssh.SSHClientConnection]]] = {}
+        self._conns: dict[str, tuple[asyncssh.SSHClientConnection, _ClientState, list[asyncssh.SSHClientConnection]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def get(self, target: Target) -> tuple[asyncssh.SSHClientConnection, _Client]:
+    async def get(self, target: Target) -> tuple[asyncssh.SSHClientConnection, _ClientState]:
         lock = self._locks.setdefault(target.name, asyncio.Lock())
         async with lock:
             held = self._conns.get(target.name)
@@ -160,18 +170,19 @@ def _describe(exc: BaseException, what: str, timeout: float) -> str:
     return f"{what}: {exc}"
 
 
-async def _connect(target: Target) -> tuple[asyncssh.SSHClientConnection, _Client, list[asyncssh.SSHClientConnection]]:
+async def _connect(target: Target) -> tuple[asyncssh.SSHClientConnection, _ClientState, list[asyncssh.SSHClientConnection]]:
     known, shown = _known_hosts(target)
     keys = [os.path.expanduser(target.identity)] if target.identity else ()
     tunnels: list[asyncssh.SSHClientConnection] = []
     hops = [*target.jump, target.ssh]
     tunnel = None
-    client = _Client()
+    conn: asyncssh.SSHClientConnection | None = None
+    client = _new_client()
     for index, spec in enumerate(hops, 1):
         last = index == len(hops)
         host, user, port = split_host(spec, target.user if last else None, target.port if last else None)
         what = f"hop {index} (ssh {spec}{' jump' if not last else ''})"
-        options = dict(
+        options: dict[str, Any] = dict(
             known_hosts=known,
             connect_timeout=target.connect_timeout,
             keepalive_interval=15,
@@ -187,7 +198,7 @@ async def _connect(target: Target) -> tuple[asyncssh.SSHClientConnection, _Clien
             options["tunnel"] = tunnel
         try:
             if last:
-                conn, _ = await asyncssh.create_connection(lambda: client, host, **options)
+                conn, _ = await asyncssh.create_connection(cast(Any, lambda: client), host, **options)
             else:
                 conn = await asyncssh.connect(host, **options)
         except asyncssh.HostKeyNotVerifiable:
@@ -201,11 +212,12 @@ async def _connect(target: Target) -> tuple[asyncssh.SSHClientConnection, _Clien
         if not last:
             tunnels.append(conn)
         tunnel = conn
+    assert conn is not None  # a target has at least its own hop
     return conn, client, tunnels
 
 
 class _SshProcess(Process):
-    def __init__(self, pool: SshPool, target: Target, conn: asyncssh.SSHClientConnection, client: _Client,
+    def __init__(self, pool: SshPool, target: Target, conn: asyncssh.SSHClientConnection, client: _ClientState,
                  proc: asyncssh.SSHClientProcess) -> None:
         self.pool, self.target, self.conn, self.client, self.proc = pool, target, conn, client, proc
         self.hop = target.far_hop

@@ -5,10 +5,8 @@ reads its own read-only copy of the session."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sleuth.hypotheses import InvestigationState
-from sleuth.sessions import Investigation, SessionError, write_postmortem
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +14,8 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, HelpPanel, Tree
 
+from ....hypotheses import InvestigationState
+from ....sessions import Investigation, SessionError, write_postmortem
 from ...views import NextStep, Selection
 from ..output import OutputView
 from ..widgets import (
@@ -30,6 +30,9 @@ from ..widgets import (
     TitleBar,
     TreeColumn,
 )
+
+if TYPE_CHECKING:
+    from ..app import SleuthApp
 
 __all__ = ["BrowseScreen"]
 
@@ -49,6 +52,11 @@ class BrowseScreen(Screen):
         Binding("m", "fleet_matrix", "fleet matrix", id="fleet", show=False, tooltip="The latest fleet comparison: members × fields"),
         Binding("h", "toggle_hint", "hint", id="hint", show=False, tooltip="Hide or show the hint over the panes"),
     ]
+
+    if TYPE_CHECKING:  # the screens run only inside SleuthApp: its attributes are typed
+
+        @property
+        def app(self) -> SleuthApp: ...
 
     def __init__(self, hint: str | Guide | None = None) -> None:
         super().__init__()
@@ -199,8 +207,7 @@ class BrowseScreen(Screen):
         column.styles.width = max(20, min(now + delta, self.size.width - 30))
 
     def action_fleet_matrix(self) -> None:
-        from sleuth.hypotheses import Comparison
-
+        from ....hypotheses import Comparison
         from ..dialogs import FleetMatrix
 
         comparisons = self.state.comparisons

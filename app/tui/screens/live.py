@@ -8,9 +8,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sleuth.hypotheses import InvestigationState
-from sleuth.probes.remedies import CodeFile, RemedyPlan, preview, revert
-from sleuth.sessions import (
+from textual import work
+from textual.binding import Binding
+
+from ....hypotheses import InvestigationState
+from ....probes.remedies import CodeFile, RemedyPlan, preview, revert
+from ....sessions import (
     CircularRetest,
     Investigation,
     active_application,
@@ -27,9 +30,6 @@ from sleuth.sessions import (
     verify_params,
     write_remedy,
 )
-from textual import work
-from textual.binding import Binding
-
 from ...errors import HypothesisError, ProbesError, SessionError
 from ...views import NextStep, Selection, fleet_retest_prompt, next_step, retest_prompt
 from ..dialogs import AddDialog, ConfirmDialog, RemedyDialog, RetestDialog, TargetDialog
@@ -159,8 +159,7 @@ class InvestigationScreen(BrowseScreen):
         target = self.app.target
         try:
             try:
-                check = await check_run(self.inv, target, request, pool=self.app.pool, agents=self.app.agents,
-                                        transport=self.app.transport)
+                check = await check_run(self.inv, target, request, runner=self.app.runner)
             except (SessionError, ProbesError, HypothesisError) as exc:
                 self.notify(f"the run could not start: {exc}", severity="error", timeout=10)
                 return
@@ -186,8 +185,8 @@ class InvestigationScreen(BrowseScreen):
 
         try:
             report = await run_probe(
-                self.inv, target, request, force=force, cancel=self._cancel, pool=self.app.pool,
-                agents=self.app.agents, transport=self.app.transport, on_start=started, check=check,
+                self.inv, target, request, force=force, cancel=self._cancel, runner=self.app.runner,
+                on_start=started, check=check,
             )
         except CircularRetest as flag:  # another writer ran it meanwhile
             self.notify(f"circular retest: {flag}", severity="warning")
@@ -208,12 +207,11 @@ class InvestigationScreen(BrowseScreen):
     @work(group="runs")
     async def _fleet_worker(self, probe: str, params: dict[str, Any]) -> None:
         """One probe on every member of the fleet at once; then the matrix."""
-        from sleuth.hypotheses import Comparison
-
+        from ....hypotheses import Comparison
         from ..dialogs import FleetMatrix
 
         fleet = self.app.target
-        self.notify(f"{probe} on every member of {fleet.name} ({fleet.fleet.describe()})…")
+        self.notify(f"{probe} on every member of {fleet.name} ({fleet.fleet.describe() if fleet.fleet else fleet.name})…")
 
         async def ask(same: dict[str, Any]) -> bool:
             """Members in the same state as at their last run of this check: run them again?"""
@@ -224,7 +222,7 @@ class InvestigationScreen(BrowseScreen):
 
         try:
             report = await run_fleet(self.inv, self.app.config, fleet, self.app.probes[probe], params,
-                                     pool=self.app.pool, agents=self.app.agents, ask=ask)
+                                     runner=self.app.runner, pool=self.app.pool, ask=ask)
         except (SessionError, ProbesError, HypothesisError) as exc:
             self.notify(f"the fleet run could not start: {exc}", severity="error", timeout=10)
             return

@@ -3,10 +3,10 @@ its clock stands at event k too."""
 
 from __future__ import annotations
 
-from sleuth.hypotheses import Event, EventKind, InvestigationState
 from textual.app import ComposeResult
 from textual.binding import Binding
 
+from ....hypotheses import Event, EventKind, InvestigationState
 from ..widgets import Scrubber
 from .browse import BrowseScreen
 
