@@ -9,12 +9,11 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 from ..probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket, serve
 from ..sessions import Workspace
 
-__all__ = ["add_agent_commands"]
+__all__ = ["cmd_agent_serve", "cmd_agent_status", "cmd_agent_stop"]
 
 
 def cmd_agent_serve(args: argparse.Namespace) -> int:
@@ -22,7 +21,8 @@ def cmd_agent_serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a polite kill closes the agents too
         signal.signal(sig, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        asyncio.run(serve(path, args.idle))
+        idle = args.idle if args.idle is not None else float(os.environ.get("SLEUTH_AGENT_IDLE", DEFAULT_IDLE_S))
+        asyncio.run(serve(path, idle))
     except KeyboardInterrupt:
         pass
     return 0
@@ -59,17 +59,3 @@ def cmd_agent_stop(args: argparse.Namespace) -> int:
         return 0
     print(f"agent broker stopping: {said.get('agents', 0)} agent(s) closed, their processes ended")
     return 0
-
-
-def add_agent_commands(sub: Any, add: Any) -> None:
-    agent = sub.add_parser("agent", help="the agents kept between commands (status, stop)",
-                           description="the broker that keeps one resident agent per target between commands")
-    agent_sub = agent.add_subparsers(dest="action", metavar="ACTION")
-    agent_sub.required = True
-    p = add("status", cmd_agent_status, "the broker and the agents it holds", agent_sub)
-    p.add_argument("--json", action="store_true")
-    add("stop", cmd_agent_stop, "close every agent (and the processes at the far end) and stop the broker", agent_sub)
-    p = add("serve", cmd_agent_serve, "run the broker (sleuth starts it by itself when a command needs it)", agent_sub)
-    p.add_argument("--socket", help="the Unix socket to listen on (default: the investigation's)")
-    p.add_argument("--idle", type=float, default=float(os.environ.get("SLEUTH_AGENT_IDLE", DEFAULT_IDLE_S)),
-                   help=f"stop after this many seconds without a request (default {DEFAULT_IDLE_S:.0f})")

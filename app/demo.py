@@ -28,7 +28,7 @@ from ..sessions import (
 )
 from .errors import UsageError
 
-__all__ = ["cmd_demo", "add_demo_command"]
+__all__ = ["cmd_demo"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drafter"
 CONFIG = """\
@@ -223,11 +223,3 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"the session: {directory / '.sleuth'} (sleuth replay --json, sleuth events)\n"
           f"done in {time.monotonic() - started:.0f} s")
     return 0
-
-
-def add_demo_command(sub, add) -> None:
-    p = add("demo", cmd_demo, "the whole investigation on the bundled example drafter, here, no server needed")
-    p.add_argument("dir", nargs="?", default="sleuth-demo", help="where (default: ./sleuth-demo)")
-    p.add_argument("--auto", action="store_true", help="run it headless and write the postmortem")
-    p.add_argument("--force", action="store_true", help="use a non-empty directory (never overwriting a file sleuth did not write)")
-

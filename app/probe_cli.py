@@ -23,9 +23,9 @@ from ..sessions import (
 )
 from .errors import UsageError
 
-__all__ = ["add_probe_commands"]
+__all__ = ["cmd_probe_list", "cmd_probe_run", "cmd_target_check", "cmd_target_show"]
 
-EXIT_RETEST = 3
+from .cli import EXIT_RETEST
 
 
 def _params(pairs: list[str]) -> dict[str, Any]:
@@ -267,36 +267,3 @@ def _guess_hop(target, data: dict[str, Any]) -> str:
     if target.container and ("not found" in reason or "No such" in reason or data["classification"] == "no_result"):
         return f"the container hop ({target.container.kind} {target.container.id}) or the interpreter {target.python}"
     return f"the interpreter {target.python}"
-
-
-def add_probe_commands(sub: Any, add: Any) -> None:
-    probe = sub.add_parser("probe", help="list and run probes", description="list and run probes")
-    probe_sub = probe.add_subparsers(dest="action", metavar="ACTION")
-    probe_sub.required = True
-    p = add("list", cmd_probe_list, "the built-in probes and what they test", probe_sub)
-    p.add_argument("--json", action="store_true")
-    p = add("run", cmd_probe_run, "run a probe on a target and record it", probe_sub)
-    p.add_argument("id", nargs="?", help="a built-in probe id (sleuth probe list)")
-    p.add_argument("--script", metavar="FILE", help="your own Python probe (same protocol: emit(), params)")
-    p.add_argument("--shell", metavar="CMD", help="a shell command, run as bash -c CMD at the far end")
-    p.add_argument("--target", default="local", help="target name from sleuth.toml (default: local)")
-    p.add_argument("--no-agent", action="store_true",
-                   help="run in a session of its own, not through the resident agent the broker keeps between commands")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="probe parameter (JSON value or text)")
-    p.add_argument("--timeout", type=float, help="seconds before the run is killed")
-    p.add_argument("--force", action="store_true", help="run even if it is a circular retest")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--quiet", action="store_true", help="do not echo the output live")
-
-    target = sub.add_parser("target", help="show and check targets", description="show and check targets")
-    target_sub = target.add_subparsers(dest="action", metavar="ACTION")
-    target_sub.required = True
-    p = add("show", cmd_target_show, "print exactly what each hop of a target receives", target_sub)
-    p.add_argument("name")
-    p.add_argument("--probe", metavar="ID")
-    p.add_argument("--shell", metavar="CMD")
-    p = add("check", cmd_target_check, "round-trip argv and environment through every hop", target_sub)
-    p.add_argument("name")
-    p.add_argument("--json", action="store_true")
-
-

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from ..probes import Config, Target, load_config
 from ..probes.remedies import REMEDIES, RemedyPlan
@@ -22,7 +21,7 @@ from ..sessions import (
 )
 from .errors import UsageError
 
-__all__ = ["add_remedy_commands"]
+__all__ = ["cmd_apply", "cmd_list", "cmd_preview", "cmd_revert"]
 
 
 def _shapes(args: argparse.Namespace) -> list | None:
@@ -97,7 +96,13 @@ def _plan(inv, args: argparse.Namespace, target: Target, path: str, config: Conf
     return plan_remedy(inv, args.name, path, target, shapes)
 
 
+def _known_remedy(name: str) -> None:
+    if name not in REMEDIES:
+        raise UsageError(f"unknown remedy {name!r}; remedies: {', '.join(sorted(REMEDIES))} (sleuth remedy list)")
+
+
 def cmd_preview(args: argparse.Namespace) -> int:
+    _known_remedy(args.name)
     ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
@@ -109,6 +114,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    _known_remedy(args.name)
     ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
@@ -149,23 +155,3 @@ def cmd_revert(args: argparse.Namespace) -> int:
         files = len(inv.state.applications[app].files)
         print(f"reverted application #{app} on {path}: the original bytes of its {files} file{'s' * (files != 1)} are back")
     return 0
-
-
-def add_remedy_commands(sub: Any, add: Any) -> None:
-    remedy = sub.add_parser("remedy", help="preview, apply and revert code remedies", description="preview, apply and revert code remedies")
-    rsub = remedy.add_subparsers(dest="action", metavar="ACTION")
-    rsub.required = True
-    add("list", cmd_list, "the remedies and the hypotheses they address", rsub)
-    for name, func, words in (("preview", cmd_preview, "show the diff a remedy would make"), ("apply", cmd_apply, "apply a remedy to a file (atomic, recorded)")):
-        p = add(name, func, words, rsub)
-        p.add_argument("name", choices=sorted(REMEDIES))
-        p.add_argument("path", nargs="?", help="a file, or a directory: every module under it (default: the target's code tree)")
-        p.add_argument("--target", default="local")
-        p.add_argument("--shapes", metavar="JSON", help="precompile: shapes file (default: the latest fx-trace-state run)")
-        if name == "preview":
-            p.add_argument("--json", action="store_true")
-        else:
-            p.add_argument("--hypothesis", help="the hypothesis it addresses (default: the remedy's own)")
-    p = add("revert", cmd_revert, "restore the exact original bytes of a remedied file", rsub)
-    p.add_argument("path", nargs="?", help="a file, or a directory (default: the target's code tree)")
-    p.add_argument("--target", default="local", help="a remote target: PATH is on it (relative to its code.remote)")

@@ -1,0 +1,353 @@
+"""The commands on the investigation itself: init, hypotheses, symptoms, notes, the UI,
+replay, events, output, export and import (the parser is app/cli.py's)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..hypotheses import STATUS_GLYPHS, EventKind, InvestigationState
+from ..probes import TEMPLATE, load_config
+from ..sessions import (
+    ExchangeError,
+    Investigation,
+    Workspace,
+    dump_export,
+    import_session,
+    run_cast,
+    write_postmortem,
+)
+from .errors import UsageError
+from .views import event_sentence
+
+GLYPHS = STATUS_GLYPHS
+
+
+def _out(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    ws = Workspace(args.dir)
+    ws.root.mkdir(parents=True, exist_ok=True)
+    if ws.config_path.exists() and not args.force:
+        load_config(ws.config_path)  # still tell the user if the existing one is broken
+        print(f"{ws.config_path} exists; kept as it is")
+    else:
+        ws.config_path.write_text(TEMPLATE, encoding="utf-8")
+        print(f"wrote {ws.config_path}")
+    ws.user_hypotheses.mkdir(parents=True, exist_ok=True)
+    if ws.current_path() is None or args.title:
+        inv = ws.create(args.title or ws.root.name)
+        print(f"started investigation {inv.path}")
+        inv.close()
+    else:
+        print(f"current investigation: {ws.current_path()}")
+    print(f"your own hypotheses go in {ws.user_hypotheses}/*.toml (schema: docs/catalog.md)")
+    return 0
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    ws = Workspace.find()
+    inv = ws.create(args.title)
+    print(f"started investigation {inv.path}")
+    inv.close()
+    return 0
+
+
+def _open(args: argparse.Namespace, create: bool = False) -> Investigation:
+    ws = Workspace.find()
+    load_config(ws.config_path)  # a broken sleuth.toml is reported before anything is written
+    return ws.open(args.session, create=create)
+
+
+def cmd_hypotheses(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        tree = inv.hypotheses_json()
+        if args.json:
+            _out(tree)
+            return 0
+
+        def show(node: dict[str, Any], depth: int) -> None:
+            ev = node["evidence"]
+            links = " ".join(f"{link['kind']} {link['to']}" for link in node["links"] if link["kind"] != "refines")
+            print(
+                f"{'  ' * depth}{GLYPHS[node['status']]} {node['id']:<{24 - 2 * depth}} {node['status']:<12} "
+                f"{ev['supports']}▲ {ev['refutes']}▼ {ev['inconclusive']}?  "
+                f"probes: {', '.join(node['probes']) or '-'}  remedies: {', '.join(node['remedies']) or '-'}"
+                + (f"  ({links})" if links else "")
+            )
+            for child in node["refinements"]:
+                show(child, depth + 1)
+
+        for node in tree:
+            show(node, 0)
+    return 0
+
+
+def cmd_hypothesis_add(args: argparse.Namespace) -> int:
+    links = [("refines", h) for h in args.refines] + [("competes", h) for h in args.competes]
+    links += [("exposes", h) for h in args.exposes]
+    with _open(args) as inv:
+        inv.add_hypothesis(args.id, args.title or args.id, args.claim or "", args.explains, links)
+        print(f"added hypothesis {args.id} to {inv.path}")
+    return 0
+
+
+def cmd_hypothesis_remove(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.remove_hypothesis(args.id)
+        print(f"removed hypothesis {args.id} (recorded: replay shows it up to here)")
+    return 0
+
+
+def cmd_symptom_list(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        st = inv.state
+        if args.json:
+            _out([{"id": s.id, "title": s.title, "text": s.text} for s in st.symptoms.values()])
+            return 0
+        if not st.symptoms:
+            print("no symptoms yet: sleuth symptom add ID")
+        for sym in st.symptoms.values():
+            explained = [h for h, hyp in st.hypotheses.items() if sym.id in hyp.explains]
+            print(f"{sym.id:<24} {sym.title}" + (f"  (explained by {', '.join(explained)})" if explained else ""))
+    return 0
+
+
+def cmd_symptom_remove(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.remove_symptom(args.id)
+        print(f"removed symptom {args.id} (recorded: replay shows it up to here)")
+    return 0
+
+
+def cmd_symptom_add(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.add_symptom(args.id, args.title or "", args.text or "")
+        print(f"added symptom {args.id}")
+    return 0
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.link(args.src, args.kind, args.dst)
+        print(f"linked {args.src} {args.kind} {args.dst}")
+    return 0
+
+
+def cmd_note(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.add_note(" ".join(args.text), args.about)
+        print("noted")
+    return 0
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    with _open(args) as inv:
+        inv.mark_baseline(_run_id(args.run))
+        print(f"run #{_run_id(args.run)} is the baseline of its target")
+    return 0
+
+
+def _run_id(text: str) -> int:
+    digits = text.lstrip("#")
+    if not digits.isdigit():
+        raise UsageError(f"{text!r} is not a run number (#N)")
+    return int(digits)
+
+
+def _ui_available() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`sleuth` / `sleuth open PATH`: the investigation screen."""
+    from .tui import SleuthApp
+
+    ws = Workspace.find()
+    load_config(ws.config_path)  # a broken sleuth.toml is reported before the screen opens
+    path = getattr(args, "path", None) or args.session
+    if path is not None and Path(path).is_dir():
+        path = _session_path(path)  # a directory: its newest investigation
+    elif path is not None and not Path(path).is_file():
+        raise UsageError(f"{path}: no such session file or directory")
+    if not _ui_available():  # escape codes into a pipe help nobody
+        raise UsageError("the UI needs a terminal (stdin and stdout are not one): open it in one with `sleuth`, "
+                         "or use the commands: `sleuth status`, `sleuth hypotheses`, `sleuth events`, `sleuth --help`")
+    SleuthApp.live(ws, path, target=getattr(args, "target", None) or "local").run()
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    path = _session_path(args.path or args.session)
+    if not args.json and not args.text and _ui_available():
+        from .tui import SleuthApp
+
+        Investigation.replay(path, args.at).close()  # bad path or event number: exit 2 before the screen
+        SleuthApp.replay(path, args.at).run()
+        return 0
+    with Investigation.replay(path, args.at) as inv:
+        snap = inv.state.snapshot()
+        snap["events_total"] = inv.store.event_count()
+        if args.json:
+            _out(snap)
+            return 0
+        print(f"{path} at event {snap['event']} of {snap['events_total']}: {snap['title']}")
+        for h in snap["hypotheses"]:
+            print(f"  {GLYPHS[h['status']]} {h['id']:<22} {h['status']}")
+        for f in snap["flags"]:
+            print(f"  ⚑ {f['kind']}: {f['message']}")
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    path = _session_path(args.session)
+    with Investigation.replay(path) as inv:
+        events = list(inv.store.events())
+        if args.json:
+            _out([e.to_dict() for e in events])
+            return 0
+        t0 = events[0].ts if events else 0.0
+        st = InvestigationState()
+        for e in events:  # each in words, with the names the state has at that event
+            st.apply(e)
+            stamp = time.strftime("%H:%M:%S", time.gmtime(e.ts - t0))
+            print(f"{e.seq:>5} +{stamp} {e.kind:<20} {event_sentence(e, st)}")
+    return 0
+
+
+def cmd_output(args: argparse.Namespace) -> int:
+    """A run's stored output as plain text: every byte as the run wrote it, pipe-friendly."""
+    path = _session_path(args.session)
+    run = _run_id(args.run)
+    pattern = None
+    if args.grep is not None:
+        try:
+            pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0)
+        except re.error as exc:
+            raise UsageError(f"--grep {args.grep!r}: not a regular expression ({exc})") from None
+    with Investigation.replay(path) as inv:
+        if run not in inv.state.runs:
+            known = ", ".join(f"#{r}" for r in inv.state.runs) or "none yet"
+            raise UsageError(f"no run #{run} in {path}; runs: {known}")
+        store = inv.store
+        summary = store.output_summary(run)
+        total = summary["lines"][args.stream] if args.stream else sum(summary["lines"].values())
+        out = sys.stdout
+        matched = 0
+        for start in range(0, total, 10_000):
+            for ln in store.lines(run, start, 10_000, stream=args.stream):
+                text = ln.text.rstrip("\n")
+                if pattern is not None and not pattern.search(text):
+                    continue
+                matched += 1
+                out.write((f"{ln.number + 1}:" if args.line_numbers else "") + text + "\n")
+        out.flush()
+    if pattern is not None and not matched:
+        return 1  # as grep: nothing matched
+    return 0
+
+
+def _session_path(explicit: str | None) -> Path:
+    """The session file *explicit* names (a file, or a directory: its newest investigation),
+    else the current one."""
+    return Workspace.find().resolve(explicit)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    path = Workspace.find().resolve(args.session)
+    out = args.output
+    fmt = args.format or (
+        "markdown" if out and out.endswith(".md") else "cast" if out and out.endswith(".cast") else "json"
+    )
+    if fmt == "cast" and args.run is None:
+        raise UsageError("--format cast records one run: add --run N (`sleuth events` lists the runs)")
+    if fmt != "cast" and args.run is not None:
+        raise UsageError("--run goes with --format cast; json and markdown export the whole session")
+    with Investigation.replay(path) as inv:
+        if fmt == "markdown":
+            if out in (None, "-"):
+                sys.stdout.write(inv.to_markdown())
+            else:
+                written = write_postmortem(inv, out)
+                print(
+                    f"wrote {written} (full outputs in {written.with_name(written.stem + '-output')}/)", file=sys.stderr
+                )
+            return 0
+        if fmt == "cast":
+            try:
+                text = run_cast(inv.store, inv.state, _run_number(str(args.run)))
+            except ExchangeError as exc:
+                raise UsageError(str(exc)) from None
+        else:
+            text = dump_export(inv.export_json())
+    if out in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(out).write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _run_number(text: str) -> int:
+    digits = text.lstrip("#")
+    if not digits.isdigit():
+        raise UsageError(f"--run {text!r}: expected a run number such as 7 or #7")
+    return int(digits)
+
+
+def _title_of(doc: object) -> str | None:
+    """The investigation's title in an export, if it has one (for the new file's name)."""
+    events = doc.get("events") if isinstance(doc, dict) else None
+    for e in events if isinstance(events, list) else []:
+        if isinstance(e, dict) and e.get("kind") == EventKind.INVESTIGATION_CREATED and isinstance(e.get("data"), dict):
+            return e["data"].get("title")
+    return None
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    source = Path(args.file)
+    try:
+        doc = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{source}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
+    ws = Workspace.find()
+    if args.output:
+        dest = Path(args.output)
+        if dest.exists():
+            raise UsageError(f"{dest}: already exists; choose another -o or remove it")
+    else:
+        title = _title_of(doc)
+        dest = ws.new_path(f"imported {title or source.stem}")
+    try:
+        import_session(doc, dest, source=str(source))
+    except ExchangeError as exc:
+        raise UsageError(str(exc)) from None
+    if dest.resolve().parent == ws.dir and not args.keep_current:
+        ws.set_current(dest)
+    print(f"imported {source} into {dest}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with _open(args, create=False) as inv:
+        st = inv.state
+        print(f"{inv.path}: {st.title}")
+        print(f"  {inv.store.event_count()} events, {len(st.runs)} runs, {len(st.flags)} flags")
+        for h in st.hypotheses:
+            print(f"  {GLYPHS[st.status(h)]} {h:<22} {st.status(h)}")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
