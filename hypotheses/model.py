@@ -68,6 +68,9 @@ class InvestigationState(StateQueries):
         self.notes: list[dict[str, Any]] = []
         self.baselines: dict[str, int] = {}  # target -> run id
         self.evidence: dict[str, list[Evidence]] = {}  # hypothesis -> its evidence, in order
+        # hypothesis -> (its latest decisive evidence, the decisive verdicts seen in each state):
+        # what status() reads, kept as evidence arrives (status in O(1), not a scan per call)
+        self._decisive: dict[str, tuple[Evidence, dict[str | None, set[str]]]] = {}
         self._by_run: dict[int, list[Evidence]] = {}  # run -> its verdicts, in order
         self.user_links: list[tuple[str, str, str]] = []
         self._by_check: dict[tuple[str, str], int] = {}  # (check key, state key) -> latest run
@@ -194,6 +197,7 @@ class InvestigationState(StateQueries):
         h = e.data["id"]
         self.hypotheses.pop(h, None)
         self.evidence.pop(h, None)
+        self._decisive.pop(h, None)
         self._counts.pop(h, None)
         self._forget_node(f"hyp:{h}")
 
@@ -267,6 +271,10 @@ class InvestigationState(StateQueries):
             state_key=self.runs[d["run"]].state_key if d["run"] in self.runs else None,
         )
         self.evidence.setdefault(d["hypothesis"], []).append(entry)
+        if entry.verdict != "inconclusive":
+            _last, by_state = self._decisive.get(entry.hypothesis, (entry, {}))
+            by_state.setdefault(entry.state_key, set()).add(entry.verdict)
+            self._decisive[entry.hypothesis] = (entry, by_state)
         self._by_run.setdefault(d["run"], []).append(entry)
         counts = self._counts.setdefault(d["hypothesis"], {"supports": 0, "refutes": 0, "inconclusive": 0})
         counts[d["verdict"]] += 1

@@ -36,6 +36,7 @@ class StateQueries:
     notes: list[dict[str, Any]]
     baselines: dict[str, int]
     evidence: dict[str, list[Evidence]]
+    _decisive: dict[str, tuple[Evidence, dict[str | None, set[str]]]]
     previews: dict[tuple[str, str], dict[str, Any]]
     user_links: list[tuple[str, str, str]]
     _by_run: dict[int, list[Evidence]]
@@ -114,15 +115,13 @@ class StateQueries:
         world has since left records history, it does not contradict (drift seen at #2 and
         gone at #5 is refuted now, seen then — :meth:`history`). ``inconclusive`` is kept for
         evidence that disagrees within one state, or that never decided anything."""
-        entries = self.evidence.get(hypothesis, [])
-        decisive = [e for e in entries if e.verdict != "inconclusive"]
-        if not decisive:
-            return "inconclusive" if entries else "open"
-        latest = decisive[-1].state_key
-        now = {e.verdict for e in decisive if e.state_key == latest}
-        if len(now) > 1:
+        kept = self._decisive.get(hypothesis)  # the fold keeps it as evidence arrives
+        if kept is None:
+            return "inconclusive" if self.evidence.get(hypothesis) else "open"
+        last, by_state = kept
+        if len(by_state[last.state_key]) > 1:  # the latest state's decisive evidence disagrees
             return "inconclusive"
-        if decisive[-1].verdict == "supports":
+        if last.verdict == "supports":
             return "confirmed" if self.fixed_by(hypothesis) else "supported"
         return "refuted"
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 from conftest import env_state, record_run
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 from sleuth.hypotheses import (
     STATUS_GLYPHS,
     STATUSES,
@@ -106,3 +108,46 @@ def test_a_recorded_preview_is_part_of_the_fold(inv):
     replayed = InvestigationState.fold(inv.store.events())
     assert replayed.last_preview("lock", "/code/model.py")["after_sha"] == "bb"
     assert replayed.last_preview("precompile", "/code/model.py") is None
+
+
+def _scanned_status(st, h: str) -> str:
+    """The status as the whole evidence list says it (the definition status() keeps incrementally)."""
+    entries = st.evidence.get(h, [])
+    decisive = [e for e in entries if e.verdict != "inconclusive"]
+    if not decisive:
+        return "inconclusive" if entries else "open"
+    if len({e.verdict for e in decisive if e.state_key == decisive[-1].state_key}) > 1:
+        return "inconclusive"
+    if decisive[-1].verdict == "supports":
+        return "confirmed" if st.fixed_by(h) else "supported"
+    return "refuted"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st_.lists(st_.tuples(st_.sampled_from(["a", "b", "c"]), st_.sampled_from(["h1", "h2"]),
+                            st_.sampled_from(["supports", "refutes", "inconclusive"]), st_.booleans()), max_size=30))
+def test_status_kept_as_evidence_arrives_equals_a_scan_of_the_evidence(steps):
+    """status() reads what the fold keeps per hypothesis (O(1) per call); after every event it
+    says what a scan of all the evidence says — states left and returned to, disagreement
+    within one state, a hypothesis taken back and added again."""
+    from sleuth.hypotheses import Event, EventKind, InvestigationState
+
+    state = InvestigationState()
+    seq = 0
+
+    def apply(kind: str, data: dict) -> None:
+        nonlocal seq
+        seq += 1
+        state.apply(Event(seq, float(seq), kind, data))
+
+    for h in ("h1", "h2"):
+        apply(EventKind.HYPOTHESIS_ADDED, {"id": h, "title": h})
+    for run, (world, h, verdict, take_back) in enumerate(steps, 1):
+        apply(EventKind.RUN_STARTED, {"run": run, "probe": "p", "target": "t", "check_key": "k"})
+        apply(EventKind.RUN_FINISHED, {"run": run, "classification": "completed", "state_key": world})
+        apply(EventKind.EVIDENCE_RECORDED, {"run": run, "hypothesis": h, "verdict": verdict})
+        if take_back and verdict == "inconclusive":
+            apply(EventKind.HYPOTHESIS_REMOVED, {"id": h})
+            apply(EventKind.HYPOTHESIS_ADDED, {"id": h, "title": h})
+        for name in ("h1", "h2"):
+            assert state.status(name) == _scanned_status(state, name), (run, name)
