@@ -23,7 +23,7 @@ from ..sessions import (
     write_postmortem,
 )
 from .errors import UsageError
-from .views import event_sentence
+from .timeline import event_sentence
 
 GLYPHS = STATUS_GLYPHS
 

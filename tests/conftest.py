@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sleuth.hypotheses import load_catalog
-from sleuth.sessions import Investigation
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _import_this_checkout() -> None:
+    """The repository root is the package ``sleuth`` (pyproject's package-dir). Installed
+    (``pip install -e .``), it imports as it is; in a fresh clone without an install, a link
+    named ``sleuth`` to the root goes first on sys.path and PYTHONPATH, so the tests and the
+    ``python -m sleuth`` they start import this checkout."""
+    if importlib.util.find_spec("sleuth") is not None:
+        return
+    links = Path(tempfile.mkdtemp(prefix="sleuth-checkout-"))
+    (links / "sleuth").symlink_to(_ROOT, target_is_directory=True)
+    sys.path.insert(0, str(links))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(links), os.environ.get("PYTHONPATH")]))
+
+
+_import_this_checkout()
+
+from sleuth.hypotheses import load_catalog  # noqa: E402
+from sleuth.sessions import Investigation  # noqa: E402
 
 # The CLI keeps one agent broker per investigation between commands; in the tests they stop
 # after a short idle time (and every one still up is stopped when the session ends).

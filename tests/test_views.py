@@ -5,7 +5,8 @@ and the timeline rows."""
 from __future__ import annotations
 
 from conftest import env_state, record_run
-from sleuth.app.views import Selection, detail_text, hypothesis_label, next_step, run_label, timeline_rows
+from sleuth.app.timeline import timeline_rows
+from sleuth.app.views import Selection, detail_text, hypothesis_label, next_step, run_label
 from sleuth.probes import builtin_probes
 
 RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37,
@@ -65,7 +66,8 @@ def test_timeline_rows_are_in_time_order_with_flags_marked(inv):
 
 
 def test_a_run_that_verified_a_remedy_is_marked_in_the_tree_and_the_timeline():
-    from sleuth.app.views import run_label, timeline_rows
+    from sleuth.app.timeline import timeline_rows
+    from sleuth.app.views import run_label
     from sleuth.hypotheses import Event, InvestigationState
 
     events = [

@@ -25,16 +25,15 @@ from textual.widgets.option_list import Option
 from ...hypotheses import STATUS_LEGEND, Event, EventKind, InvestigationState
 from ...probes import Target
 from ...sessions import Store
+from ..timeline import event_sentence, timeline_rows
 from ..views import (
     NextStep,
     Selection,
     clock,
     detail_text,
-    event_sentence,
     hypothesis_label,
     run_label,
     run_summary,
-    timeline_rows,
 )
 from .output import OutputView
 

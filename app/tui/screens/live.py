@@ -31,7 +31,8 @@ from ....sessions import (
     write_remedy,
 )
 from ...errors import HypothesisError, ProbesError, SessionError
-from ...views import NextStep, Selection, fleet_retest_prompt, next_step, retest_prompt
+from ...timeline import fleet_retest_prompt, retest_prompt
+from ...views import NextStep, Selection, next_step
 from ..dialogs import AddDialog, ConfirmDialog, RemedyDialog, RetestDialog, TargetDialog
 from ..widgets import LiveRun
 from .browse import BrowseScreen

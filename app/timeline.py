@@ -1,0 +1,200 @@
+"""The investigation over time, in words: the timeline's rows, each event as a sentence
+(`sleuth events`, the replay scrubber), and the questions asked before a circular retest
+(the UI's dialog and the CLI's prompt). Plain functions of the folded state, Rich text only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from ..hypotheses import (
+    Comparison,
+    Event,
+    EventKind,
+    InvestigationState,
+    PreRunCheck,
+    ago,
+    describe_revisit,
+    what_differed,
+)
+from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
+
+__all__ = ["event_sentence", "fleet_retest_prompt", "retest_prompt", "timeline_rows"]
+
+
+def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None, bool]]:
+    """(time, line, run or None, flagged) for runs, flags, remedies and notes, in time order."""
+    t0 = st.created_ts or 0.0
+    rows: list[tuple[float, int, Text, int | None, bool]] = []
+    for run in st.runs.values():
+        verdicts = "; ".join(str(e) for e in st.verdicts_for(run.id))
+        line = Text(f"{clock(run.started_ts - t0)} #{run.id} {run.probe:<16} ", style="")
+        cls = run.classification or "running"
+        line.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
+        if verdicts:
+            line.append(f"  {verdicts}", style="dim")
+        for said in verified_by(st, run.id):
+            line.append(f"  ✔ {said}", style="bold green" if ": fixed" in said else "bold red")
+        drift = run.result.get("changes") if run.result.get("has_baseline") else None
+        if isinstance(drift, list) and drift:
+            line.append("  ⇄ " + changes_text(drift), style="magenta")
+        rows.append((run.started_ts, run.started_seq, line, run.id, False))
+    for seen in st.observations:
+        said = ""
+        if seen.get("changes"):
+            said = f"changed outside sleuth: {changes_text(seen['changes'])}"
+        if seen.get("back_from"):
+            said += ("; " if said else "") + f"back to the state of #{seen['same_as']} (#{seen['back_from']} saw another)"
+        elif seen.get("same_as"):
+            said += ("; " if said else "") + f"the same state as #{seen['same_as']}"
+        if said:
+            line = Text(f"{clock(seen['ts'] - t0)} ◉ {seen['target']} read: {said}", style="magenta")
+            rows.append((seen["ts"], seen["seq"], line, None, False))
+    for f in st.flags:
+        line = Text(f"{clock(f.ts - t0)} ⚑ {f.kind}", style="bold yellow")
+        line.append(f"  {f.message}", style="yellow")
+        rows.append((f.ts, f.seq, line, f.run, True))
+    for app in st.applications.values():
+        line = Text(f"{clock(app.applied_ts - t0)} ✚ remedy {app.remedy} #{app.id} applied on {app.target}", style="cyan")
+        if not app.active:
+            line.append(" (reverted)", style="dim")
+        rows.append((app.applied_ts, 0, line, None, False))
+    for n in st.notes:
+        rows.append((n["ts"], n["seq"], Text(f"{clock(n['ts'] - t0)} ✎ {n['text']}", style="italic"), None, False))
+    for d in st.comparisons:
+        c = Comparison.from_dict(d)
+        line = Text(f"{clock(d['ts'] - t0)} ⊞ fleet {c.fleet} · {c.probe}: ", style="bold cyan")
+        line.append(c.headline() + "   [m] matrix", style="cyan")
+        rows.append((d["ts"], d["seq"], line, None, False))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [(ts, line, run, flagged) for ts, _seq, line, run, flagged in rows]
+
+
+def _probe_of(st: InvestigationState, run: Any) -> str:
+    info = st.runs.get(run) if isinstance(run, int) else None
+    return f"#{run} {info.probe}" if info is not None else f"#{run}"
+
+
+def event_sentence(event: Event, st: InvestigationState) -> str:
+    """One event in words, for the replay scrubber and ``sleuth events``; *st* is the state
+    folded up to and including it (for the names of runs and remedies)."""
+    d = event.data
+    kind = event.kind
+    if kind == EventKind.INVESTIGATION_CREATED:
+        return f"investigation started: {d.get('title', '')}"
+    if kind == EventKind.SYMPTOM_ADDED:
+        return f"symptom added: {d.get('title') or d.get('id')}"
+    if kind == EventKind.SYMPTOM_REMOVED:
+        return f"symptom removed: {d.get('id')}"
+    if kind == EventKind.HYPOTHESIS_ADDED:
+        return f"hypothesis added: {d.get('title') or d.get('id')}" + (" (catalog)" if d.get("source") == "builtin" else "")
+    if kind == EventKind.HYPOTHESIS_REMOVED:
+        return f"hypothesis removed: {d.get('id')}"
+    if kind == EventKind.LINK_ADDED:
+        return f"linked {str(d.get('src', '')).split(':', 1)[-1]} {d.get('kind')} {str(d.get('dst', '')).split(':', 1)[-1]}"
+    if kind == EventKind.RUN_STARTED:
+        params = ", ".join(f"{k}={v}" for k, v in sorted((d.get("params") or {}).items()))
+        retest = f" (a retest of #{d['retest_of']}, run anyway)" if d.get("retest_of") else ""
+        return f"run #{d.get('run')} {d.get('probe')} started on {d.get('target')}" + (f" ({params})" if params else "") + retest
+    if kind == EventKind.RUN_FINISHED:
+        info = st.runs.get(d.get("run", 0))
+        took = f" in {info.duration:.0f} s" if info is not None and info.duration is not None else ""
+        reason = f": {d.get('reason')}" if d.get("reason") else ""
+        return f"{_probe_of(st, d.get('run'))} {d.get('classification')}{took}{reason}"
+    if kind == EventKind.EVIDENCE_RECORDED:
+        said = f"{_probe_of(st, d.get('run'))} {d.get('verdict')} {d.get('hypothesis')}"
+        fields = d.get("fields") or {}
+        if d.get("rule") == "fleet: members disagree":
+            said += f": {fields.get('member')} differs from the fleet ({fields.get('differs')})"
+        return said
+    if kind == EventKind.REMEDY_PREVIEWED:
+        blocked = " (blocked)" if d.get("blocked") else ""
+        return f"remedy {d.get('remedy')} previewed on {d.get('path')}{blocked}"
+    if kind == EventKind.REMEDY_APPLIED:
+        return f"remedy {d.get('remedy')} applied on {d.get('target')} (application #{d.get('application')})"
+    if kind == EventKind.REMEDY_REVERTED:
+        app = st.applications.get(d.get("application", 0))
+        return f"remedy {app.remedy if app else ''} #{d.get('application')} reverted"
+    if kind == EventKind.APPLICATION_VERIFIED:
+        app = st.applications.get(d.get("application", 0))
+        outcome = "fixed" if d.get("outcome") == "fixed" else "did not fix"
+        strength = f" ({d['strength']})" if d.get("strength") else ""
+        return f"{_probe_of(st, d.get('run'))} verified: {app.remedy if app else 'the remedy'} {outcome} {d.get('hypothesis')}{strength}"
+    if kind == EventKind.FLAG_RAISED:
+        return f"⚑ {d.get('flag')}: {d.get('message', '')}"
+    if kind == EventKind.NOTE_ADDED:
+        return f"note: {d.get('text')}" + (f" (about {d['about']})" if d.get("about") else "")
+    if kind == EventKind.BASELINE_MARKED:
+        return f"{_probe_of(st, d.get('run'))} marked as the baseline of {d.get('target')}"
+    if kind == EventKind.STATE_OBSERVED:
+        said = []
+        if d.get("changes"):
+            said.append("changed outside sleuth: " + changes_text(d["changes"]))
+        if d.get("back_from"):
+            said.append(f"back to the state of #{d.get('same_as')}")
+        elif d.get("same_as"):
+            said.append(f"the same state as #{d.get('same_as')}")
+        return f"{d.get('target')} read" + (": " + "; ".join(said) if said else "")
+    if kind == EventKind.FLEET_EXPANDED:
+        members = [m.get("name") for m in d.get("members", [])]
+        return f"fleet {d.get('fleet')}: {len(members)} members ({d.get('how')}): {', '.join(members[:8])}" + (
+            " …" if len(members) > 8 else "")
+    if kind == EventKind.FLEET_COMPARED:
+        return f"fleet {d.get('fleet')} compared on {d.get('probe')}: {Comparison.from_dict(d).headline()}"
+    return str(kind)
+
+
+def retest_prompt(st: InvestigationState, check: PreRunCheck, now: float) -> tuple[str, list[str], str, str]:
+    """The circular-retest question in parts: (headline, what matched — a short list, what
+    the earlier run said, the question)."""
+    earlier = check.retest_of
+    points: list[str] = []
+    if earlier is None:  # only revisits: a refuted idea tested again in its refuting state
+        return ("A refuted hypothesis would be tested again in the state that refuted it:",
+                [describe_revisit(h) for h in check.revisits], "", "Run anyway?")
+    when = ago(now - earlier.started_ts)
+    if check.back_from is not None:
+        headline = (f"Back to the state of #{earlier.id} {earlier.probe} on {earlier.target} ({when}), after "
+                    f"#{check.back_from.id} saw {what_differed(earlier, check.back_from)}. Same as #{earlier.id}:")
+    else:
+        how = "measured just now" if check.measured else "as last reported"
+        headline = f"This repeats #{earlier.id} {earlier.probe} on {earlier.target} ({when}). The same, {how}:"
+    env = (earlier.state or {}).get("env") or {}
+    torch = env.get("torch")
+    torch = torch.get("version") if isinstance(torch, dict) else torch
+    points.append(f"torch {torch}" if torch else "the same environment")
+    if env.get("python"):
+        points.append(f"Python {env['python']}")
+    points += ["the same code", "the same caches"]
+    points.append("remedies: " + (", ".join(earlier.remedies) or "none") )
+    points.append(f"parameters: {', '.join(f'{k}={v}' for k, v in sorted(earlier.params.items())) or 'the defaults'}")
+    points += [describe_revisit(h) for h in check.revisits]
+    verdicts = "; ".join(str(e) for e in st.verdicts_for(earlier.id)) or earlier.reason or "no evidence"
+    said = f"#{earlier.id} answered: {earlier.classification} — {verdicts}"
+    fields = short_fields(earlier.result)
+    if fields:
+        said += f"\n{fields}"
+    return headline, points, said, "Nothing changed since, so it will say the same. Run anyway?"
+
+
+def fleet_retest_prompt(st: InvestigationState, same: dict[str, PreRunCheck], total: int,
+                        now: float) -> tuple[str, list[str], str, str]:
+    """The question before a fleet fan-out where some members would repeat their last run of
+    this check in the same state: which members, what each said then, the question."""
+    first = next(iter(same.values())).retest_of
+    headline = (f"{len(same)} of {total} members are in the same state as at their last "
+                f"{first.probe if first else 'run'} (same environment, code, caches, parameters):")
+    points = []
+    for name, check in list(same.items())[:8]:
+        earlier = check.retest_of
+        if earlier is None:
+            continue
+        verdicts = "; ".join(str(e) for e in st.verdicts_for(earlier.id)) or earlier.classification
+        points.append(f"{name}: as #{earlier.id} ({ago(now - earlier.started_ts)}) — {verdicts}")
+    if len(same) > 8:
+        points.append(f"… and {len(same) - 8} more")
+    others = total - len(same)
+    said = f"The other {others} member{'s' if others != 1 else ''} run now either way." if others else ""
+    return headline, points, said, ("Nothing changed on these, so they would say the same. Run them again? "
+                                    "(Don't run: their earlier answers stand in the comparison.)")
