@@ -10,7 +10,8 @@ import os
 import signal
 from pathlib import Path
 
-from ..probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket, serve
+from ..probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket
+from ..probes.broker_server import serve
 from ..sessions import Workspace
 
 __all__ = ["cmd_agent_serve", "cmd_agent_status", "cmd_agent_stop"]
