@@ -5,7 +5,7 @@ k events gives the investigation exactly as it stood at event k (that is replay)
 hypothesis's status is computed from its evidence and the remedy applications on demand.
 
 Node ids: ``symptom:ID``, ``hyp:ID``, ``probe:ID``, ``remedy:ID``, ``run:N``, ``app:N``.
-Edge kinds are those of the design card (docs/ARCHITECTURE.md): explains, tests, of, evidence, addresses, applied,
+Edge kinds (the design card's): explains, tests, of, evidence, addresses, applied,
 verified-by, and between hypotheses refines, competes, exposes.
 """
 
