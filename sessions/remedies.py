@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
-from ..hypotheses import InvestigationState, RunInfo, trials_needed
+from ..hypotheses import InvestigationState, RemedyApplication, RunInfo, trials_needed
 from ..probes import Target
 from ..probes.remedies import (
     CodeFile,
@@ -35,6 +35,7 @@ __all__ = [
     "latest_shapes",
     "plan_remedy",
     "record_remedy",
+    "restore_application",
     "remedy_inputs",
     "TreePlan",
     "apply_tree",
@@ -194,18 +195,40 @@ def revert_remedy(inv: Investigation, path: CodeFile | Path | str, target: Targe
     return revert_application(inv, app, target)
 
 
-def revert_application(inv: Investigation, app_id: int, target: Target | str = "local") -> int:
-    """Put back the original bytes of every file of application *app_id*, or none of them."""
-    app = inv.state.applications[app_id]
+def restore_application(app: RemedyApplication, target: Target | str = "local") -> list[str]:
+    """Put back the original bytes of every file of *app*, or of none: each file is checked
+    first (a file edited since the apply is named, with every other such file, and nothing is
+    written), and a write that fails puts back what was written before it. Files only — the
+    caller records the revert (``revert_application``; the UI does it on its loop). Returns
+    the files restored."""
     files = [(_file(target, f["path"].split(":", 1)[1] if ":" in f["path"] and not Path(f["path"]).is_absolute()
                     else f["path"]), f) for f in app.files]
+    now: list[bytes] = []
+    edited = []
     for file, f in files:  # check all first: a half-reverted tree is as bad as a half-fixed one
-        now = file.read() if file.exists() else b""
-        if now != f["before"].encode("utf-8") and sha256(now) != f["after_sha"]:
-            raise RemedyError(f"{file.key} changed since the remedy was applied; nothing reverted "
-                              "(the originals are in the session)")
-    for file, f in files:
-        revert(file, f["before"].encode("utf-8"), f["after_sha"])
+        data = file.read() if file.exists() else b""
+        now.append(data)
+        if data != f["before"].encode("utf-8") and sha256(data) != f["after_sha"]:
+            edited.append(file.key)
+    if edited:
+        raise RemedyError(f"{', '.join(edited)} changed since {app.remedy} was applied (application #{app.id}); "
+                          "nothing reverted (the originals are in the session)")
+    done: list[tuple[CodeFile, bytes]] = []
+    try:
+        for (file, f), data in zip(files, now, strict=True):
+            revert(file, f["before"].encode("utf-8"), f["after_sha"])
+            done.append((file, data))
+    except RemedyError:
+        for file, data in reversed(done):  # all or none
+            file.replace(data, keep_original=False)
+        raise
+    return [file.key for file, _f in files]
+
+
+def revert_application(inv: Investigation, app_id: int, target: Target | str = "local") -> int:
+    """Put back the original bytes of every file of application *app_id*, or none of them,
+    and record the revert."""
+    restore_application(inv.state.applications[app_id], target)
     inv.record_revert(app_id)
     return app_id
 

@@ -337,3 +337,56 @@ async def test_q_during_a_running_probe_asks_and_says_what_is_cancelled(tmp_path
         await pilot.pause()
         assert screen._cancel.is_set()
     assert app.return_code == 0
+
+
+def _tree_with_lock_applied(ws) -> tuple[dict[Path, bytes], int]:
+    """The drafter split across modules (model.py, features.py), the lock applied to the whole
+    tree as one application (as `sleuth remedy apply lock` does); every file's bytes before."""
+    from drafter_split import split
+    from sleuth.sessions import apply_tree, plan_tree
+
+    drafter = ws.root / "drafter"
+    split(drafter)
+    before = {p: p.read_bytes() for p in sorted(drafter.glob("*.py"))}
+    with ws.open() as inv:
+        app = apply_tree(inv, plan_tree(inv, "lock", drafter))
+    assert app is not None
+    changed = [p.name for p, b in before.items() if p.read_bytes() != b]
+    assert len(changed) >= 2, changed  # a tree application: more than one module holds the lock
+    return before, app
+
+
+async def test_revert_from_the_ui_puts_back_every_file_of_a_tree_application(ws):
+    before, application = _tree_with_lock_applied(ws)
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "remedy", "lock", "compile-race")
+        await pilot.press("f")
+        await settle(pilot)
+        assert isinstance(app.screen, RemedyDialog) and app.screen.can_revert
+        await pilot.press("v")
+        await settle(pilot)
+        assert {p.name: p.read_bytes() for p in before} == {p.name: b for p, b in before.items()}  # byte-exact, all
+        assert not app.inv.state.applications[application].active
+        said = [n.message for n in app._notifications]
+        assert any(f"reverted application #{application}: " in m and "files" in m and "features.py" in m for m in said), said
+
+
+async def test_revert_from_the_ui_touches_nothing_when_a_file_was_edited_since(ws):
+    before, application = _tree_with_lock_applied(ws)
+    features = ws.root / "drafter" / "features.py"
+    edited = features.read_bytes() + b"\n# tuned by hand\n"
+    features.write_bytes(edited)
+    locked = {p: p.read_bytes() for p in before}
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "remedy", "lock", "compile-race")
+        await pilot.press("f")
+        await settle(pilot)
+        assert isinstance(app.screen, RemedyDialog) and app.screen.can_revert
+        await pilot.press("v")
+        await settle(pilot)
+        assert {p: p.read_bytes() for p in before} == locked  # nothing touched, the other module too
+        assert app.inv.state.applications[application].active  # and the session does not say reverted
+        said = [n.message for n in app._notifications]
+        assert any("features.py changed since lock was applied" in m and "nothing reverted" in m for m in said), said

@@ -9,13 +9,15 @@ from typing import Any
 
 from textual import work
 
-from ....probes.remedies import CodeFile, RemedyPlan, preview, revert
+from ....hypotheses import RemedyApplication
+from ....probes.remedies import RemedyPlan, preview
 from ....sessions import (
     active_application,
     applied_file,
     find_remedy_file,
     record_remedy,
     remedy_inputs,
+    restore_application,
     run_to_verify,
     verify_params,
     write_remedy,
@@ -88,11 +90,12 @@ class RemedyActions(BrowseScreen):
                 self._write_remedy(plan, hyp, rel)
             elif what == "revert":
                 try:
-                    app, record = active_application(self.state, plan.file)
+                    app, _record = active_application(self.state, plan.file)
                 except SessionError as exc:
                     self.notify(str(exc), severity="error")
                     return
-                self._revert_remedy(app, record, plan.file, rel)
+                # the whole application, every file it changed (a lock on a tree is one), as the CLI does
+                self._revert_remedy(self.state.applications[app])
 
         self.app.push_screen(RemedyDialog(plan.remedy, rel, plan.diff, notes, list(plan.blocked), active), chosen)
 
@@ -133,19 +136,24 @@ class RemedyActions(BrowseScreen):
         )
 
     @work(thread=True, exclusive=True, group="remedy")
-    def _revert_remedy(self, app: int, record: dict[str, Any], file: CodeFile, rel: str) -> None:
+    def _revert_remedy(self, application: RemedyApplication) -> None:
+        """Every file of the application back to its original bytes, or none (files here, in
+        the worker; the revert is recorded on the loop)."""
         try:
-            revert(file, record["before"].encode("utf-8"), record["after_sha"])
-        except ProbesError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            restored = restore_application(application, self.app.target)
+        except ProbesError as exc:  # a file edited since the apply: named, nothing touched
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=15)
             return
-        self.app.call_from_thread(self._remedy_reverted, app, rel)
+        self.app.call_from_thread(self._remedy_reverted, application.id, restored)
 
-    def _remedy_reverted(self, app: int, rel: str) -> None:
+    def _remedy_reverted(self, app: int, restored: list[str]) -> None:
         try:
             self.app.inv.record_revert(app)
         except SessionError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.notify(f"reverted application #{app}: {rel} has its original bytes")
+        root = str(self.app.workspace.root.resolve()) + "/"
+        names = [k[len(root):] if k.startswith(root) else k for k in restored]
+        files = names[0] if len(names) == 1 else f"{len(names)} files ({', '.join(names)})"
+        self.notify(f"reverted application #{app}: {files} {'has' if len(names) == 1 else 'have'} the original bytes")
         self.refresh_all()
