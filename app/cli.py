@@ -255,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, (UsageError, SessionError, ProbesError, HypothesisError)):
             print(f"sleuth: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        if isinstance(exc, OSError) and exc.filename is not None:  # a path this machine refused
+            where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "")
+            print(f"sleuth: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         raise
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -37,14 +38,19 @@ def _out(obj: Any) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     ws = Workspace(args.dir)
+    if ws.root.exists() and not ws.root.is_dir():
+        raise UsageError(f"{ws.root}: is not a directory")
+    if ws.dir.exists() and not ws.dir.is_dir():  # before anything is written
+        raise UsageError(f"{ws.dir}: is a file; sleuth keeps its investigations in a folder of that name "
+                         "(move the file away)")
     ws.root.mkdir(parents=True, exist_ok=True)
+    ws.user_hypotheses.mkdir(parents=True, exist_ok=True)
     if ws.config_path.exists() and not args.force:
         load_config(ws.config_path)  # still tell the user if the existing one is broken
         print(f"{ws.config_path} exists; kept as it is")
     else:
         ws.config_path.write_text(TEMPLATE, encoding="utf-8")
         print(f"wrote {ws.config_path}")
-    ws.user_hypotheses.mkdir(parents=True, exist_ok=True)
     if ws.current_path() is None or args.title:
         inv = ws.create(args.title or ws.root.name)
         print(f"started investigation {inv.path}")
@@ -263,9 +269,32 @@ def _session_path(explicit: str | None) -> Path:
     return Workspace.find().resolve(explicit)
 
 
+def _writable(out: str) -> Path:
+    """Where -o writes: its folder must exist (sleuth makes no folder you did not name)."""
+    path = Path(out)
+    if path.is_dir():
+        raise UsageError(f"-o {out}: is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"-o {out}: no such directory {path.parent}")
+    return path
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write *text* to a temporary file beside *path*, then rename it over: a failed write
+    leaves nothing half-written."""
+    tmp = path.with_name(f".{path.name}.sleuth-tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     path = Workspace.find().resolve(args.session)
     out = args.output
+    if out not in (None, "-"):
+        _writable(out)
     fmt = args.format or (
         "markdown" if out and out.endswith(".md") else "cast" if out and out.endswith(".cast") else "json"
     )
@@ -293,7 +322,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if out in (None, "-"):
         sys.stdout.write(text)
     else:
-        Path(out).write_text(text, encoding="utf-8")
+        _write_whole(Path(out), text)
         print(f"wrote {out}", file=sys.stderr)
     return 0
 
@@ -320,6 +349,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         doc = json.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{source}: is a directory; give a file written by `sleuth export --format json`") from None
+    except OSError as exc:
+        raise UsageError(f"{source}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{source}: not UTF-8 text (a `sleuth export --format json` file is)") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{source}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
     ws = Workspace.find()

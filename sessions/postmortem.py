@@ -9,6 +9,7 @@ the environment across runs, each remedy as a diff, and links to every run's ful
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -280,7 +281,7 @@ def write_postmortem(inv: Any, path: Path | str) -> Path:
     """Write the markdown to *path* and every run's full output beside it."""
     path = Path(path)
     outdir = path.with_name(path.stem + "-output")
-    outdir.mkdir(parents=True, exist_ok=True)
+    outdir.mkdir(exist_ok=True)  # beside the file, in a folder that exists (no folder the user did not name)
     links: dict[int, str] = {}
     for run in inv.state.runs:
         target = outdir / f"run-{run}.txt"
@@ -288,5 +289,10 @@ def write_postmortem(inv: Any, path: Path | str) -> Path:
             for _stream, _ts, data in inv.store.output_chunks(run):
                 fh.write(data)
         links[run] = f"{outdir.name}/{target.name}"
-    path.write_text(postmortem_markdown(inv.state, links), encoding="utf-8")
+    tmp = path.with_name(f".{path.name}.sleuth-tmp")  # whole or not at all
+    try:
+        tmp.write_text(postmortem_markdown(inv.state, links), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path

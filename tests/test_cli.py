@@ -264,3 +264,42 @@ def test_probe_list_shows_parameters_their_defaults_and_sleuth_toml(here):
     assert "trials = 7 (sleuth.toml; default 3)" in out and "threads = 4" in out
     rows = {r["id"]: r for r in json.loads(sleuth(here, "probe", "list", "--json").stdout)}
     assert rows["compile-race"]["params"]["trials"] == 3 and rows["compile-race"]["configured"] == {"trials": 7}
+
+
+def test_file_system_refusals_are_one_line_exit_2_and_write_nothing(here, tmp_path: Path):
+    """Issue 25 (6): a path the machine refuses ends in a line naming it and why, exit 2, never a
+    traceback, and nothing half-written: no folder the user did not name is made."""
+    sleuth(here, "init")
+    missing = tmp_path / "nowhere" / "x.json"
+    for out in (str(missing), str(missing.with_suffix(".md"))):
+        proc = sleuth(here, "export", "-o", out, check=2)
+        assert proc.stderr.startswith("sleuth: error: ") and "no such directory" in proc.stderr and str(missing.parent) in proc.stderr
+        assert "Traceback" not in proc.stderr and not missing.parent.exists()
+    proc = sleuth(here, "export", "-o", str(tmp_path), check=2)
+    assert "is a directory" in proc.stderr and "Traceback" not in proc.stderr
+    proc = sleuth(here, "import", str(tmp_path), check=2)
+    assert f"{tmp_path}: is a directory" in proc.stderr and "Traceback" not in proc.stderr
+    # a folder where sleuth keeps its investigations that is a file: said before anything is written
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".sleuth").write_text("not a folder")
+    proc = sleuth(other, "init", check=2)
+    assert ".sleuth: is a file" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in other.iterdir()) == [".sleuth"]
+    # and the export that can be written is whole
+    good = tmp_path / "hunt.json"
+    sleuth(here, "export", "-o", str(good))
+    assert json.loads(good.read_text())["events"] and not list(tmp_path.glob(".*.sleuth-tmp"))
+
+
+def test_help_names_the_exit_codes_and_the_remedy_names_agree(here):
+    from sleuth.app.cli import EXIT_CODES, REMEDY_NAMES
+    from sleuth.probes.remedies import REMEDIES
+
+    assert tuple(sorted(REMEDIES)) == REMEDY_NAMES  # the parser's help and the handler's check say the same
+    out = sleuth(here, "--help").stdout
+    assert "exit status:" in out
+    for code in EXIT_CODES:
+        assert f"  {code} " in out
+    proc = sleuth(here, "remedy", "preview", "lokc", check=2)
+    assert "unknown remedy 'lokc'; remedies: lock, precompile" in proc.stderr
