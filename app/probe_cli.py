@@ -22,6 +22,7 @@ from ..sessions import (
     run_probe,
 )
 from .errors import UsageError
+from .timeline import run_findings
 
 __all__ = ["cmd_probe_list", "cmd_probe_run", "cmd_target_check", "cmd_target_show"]
 
@@ -184,12 +185,15 @@ def _echo(stream: str, data: bytes) -> None:
 
 def _report(inv: Investigation, report, as_json: bool) -> int:
     data = report.to_json(inv)
+    data["findings"] = run_findings(inv.state, report.run)  # what the UI's timeline says of it
     if as_json:
         print(json.dumps(data, indent=2, default=str))
     else:
         print(f"\n#{data['run_id']} {data['probe']} on {data['target']}: {data['classification']} — {data['reason']}")
         for ev in data["evidence"]:
             print(f"  {ev['verdict']} {ev['hypothesis']}")
+        for found in data["findings"]:
+            print(f"  ⚑ {found['kind']}: {found['text']}")
         if report.check.unknown:
             print(f"  before it ran, {report.check.unknown}: its state is unknown, so nothing was flagged")
         print(f"  full output: sleuth output {data['run_id']}  ({data['lines']['stdout']:,} + {data['lines']['stderr']:,} "

@@ -20,7 +20,8 @@ from ..hypotheses import (
 )
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
 
-__all__ = ["event_sentence", "fleet_retest_prompt", "retest_prompt", "timeline_rows"]
+__all__ = ["event_sentence", "fleet_retest_prompt", "observation_sentence", "retest_prompt", "run_findings",
+           "timeline_rows"]
 
 
 def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None, bool]]:
@@ -41,13 +42,7 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
             line.append("  ⇄ " + changes_text(drift), style="magenta")
         rows.append((run.started_ts, run.started_seq, line, run.id, False))
     for seen in st.observations:
-        said = ""
-        if seen.get("changes"):
-            said = f"changed outside sleuth: {changes_text(seen['changes'])}"
-        if seen.get("back_from"):
-            said += ("; " if said else "") + f"back to the state of #{seen['same_as']} (#{seen['back_from']} saw another)"
-        elif seen.get("same_as"):
-            said += ("; " if said else "") + f"the same state as #{seen['same_as']}"
+        said = observation_sentence(seen)
         if said:
             line = Text(f"{clock(seen['ts'] - t0)} ◉ {seen['target']} read: {said}", style="magenta")
             rows.append((seen["ts"], seen["seq"], line, None, False))
@@ -69,6 +64,40 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         rows.append((d["ts"], d["seq"], line, None, False))
     rows.sort(key=lambda r: (r[0], r[1]))
     return [(ts, line, run, flagged) for ts, _seq, line, run, flagged in rows]
+
+
+def observation_sentence(seen: dict[str, Any]) -> str:
+    """What a state read before a run told (``state.observed``): changed outside sleuth, back
+    to an earlier state, the same state as a run; empty when it told nothing."""
+    said = ""
+    if seen.get("changes"):
+        said = f"changed outside sleuth: {changes_text(seen['changes'])}"
+    if seen.get("back_from"):
+        said += ("; " if said else "") + f"back to the state of #{seen['same_as']} (#{seen['back_from']} saw another)"
+    elif seen.get("same_as"):
+        said += ("; " if said else "") + f"the same state as #{seen['same_as']}"
+    return said
+
+
+def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, str]]:
+    """What sleuth noticed about one run, as the timeline says it: the state read before it
+    (changed outside sleuth, back to an earlier state), its flags (circular retest,
+    oscillation, revisit) and its drift from the baseline. ``sleuth probe run`` prints these
+    (and puts them in --json) so the CLI says what the UI's timeline says."""
+    run = st.runs[run_id]
+    previous = max((r.started_seq for r in st.runs.values()
+                    if r.target == run.target and r.started_seq < run.started_seq), default=0)
+    out = []
+    for seen in st.observations:  # the read made just before this run (after the previous one's start)
+        if seen["target"] == run.target and previous < seen["seq"] < run.started_seq:
+            said = observation_sentence(seen)
+            if said:
+                out.append({"kind": "state", "text": f"{run.target} read before the run: {said}"})
+    out += [{"kind": f.kind, "text": f.message} for f in st.flags if f.run == run_id]
+    drift = run.result.get("changes") if run.result.get("has_baseline") else None
+    if isinstance(drift, list) and drift:
+        out.append({"kind": "drift", "text": f"against the baseline: {changes_text(drift)}"})
+    return out
 
 
 def _probe_of(st: InvestigationState, run: Any) -> str:

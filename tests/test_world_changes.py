@@ -109,6 +109,9 @@ def test_a_then_b_is_not_a_retest_and_names_every_change_from_the_baseline(tmp_p
     assert changes["sleuth-extra"] == (None, "1.0")   # added
     assert changes["sleuth-gone"] == ("1.0", None)    # removed
     assert second["evidence"] == [{"hypothesis": "version-drift", "verdict": "supports"}]
+    # the CLI says what the UI's timeline says of the run: the drift, in words (issue 25, 4)
+    drift = [f["text"] for f in second["findings"] if f["kind"] == "drift"]
+    assert drift and "sleuth-demo-pkg 1.0 → 2.0" in drift[0], second["findings"]
     # back to A: a question #1 never answered (it had no baseline then) — never a retest
     point(d, venvs["A"] / "bin" / "python")
     third, _ = fingerprint(d, code=0)
@@ -136,6 +139,10 @@ def test_going_back_names_the_first_run_and_what_went_back(tmp_path, venvs):
     assert observed[-1]["same_as"] == first["run_id"] and observed[-1]["back_from"] == second["run_id"]
     forced, _ = fingerprint(d, "--force", code=0)
     assert forced["retest_of"] == first["run_id"]
+    # what the UI flags, the CLI prints too (--json and text): the return and the oscillation
+    kinds = {f["kind"]: f["text"] for f in forced["findings"]}
+    assert f"back to the state of #{first['run_id']}" in kinds.get("state", ""), forced["findings"]
+    assert "oscillation" in kinds and "sleuth-demo-pkg" in kinds["oscillation"], forced["findings"]
     assert forced["state_key"] == first["state_key"]
     # and now the very same check again, right after: a plain circular retest of the forced run
     _none, proc = fingerprint(d, code=3)
