@@ -257,13 +257,26 @@ def cmd_target_check(args: argparse.Namespace) -> int:
         echo_ok = result.get("echo") == request.params["echo"]
         print(f"  far end: user {result['user']} (uid {result['uid']}) on {result['host']}, cwd {result['cwd']}")
         print(f"  interpreter: {result['executable']} (Python {result['python']}, venv: {result['in_venv']})")
-        print(f"  container: {result['container'] or 'none seen'}; argv {result['argv']}")
+        print(f"  {_hops_line(target, result.get('container'))}")
+        print(f"  argv {result['argv']}")
         print(f"  parameters came back {'byte for byte' if echo_ok else 'CHANGED: ' + repr(result.get('echo'))}")
         shown = {k: v for k, v in result["env"].items() if k in target.env or k in ("PATH", "HOME", "VIRTUAL_ENV")}
         for k, v in shown.items():
             print(f"  env {k}={v}")
         print(f"  round trip: {data['seconds']:.2f} s (run #{data['run_id']})")
         return 0 if echo_ok else 1
+
+
+def _hops_line(target, seen: str | None) -> str:
+    """What was configured and what the far end said of itself, each named as such: a target
+    with no container hop may still run inside one (a Docker container, detected)."""
+    hops = [f"ssh {j} (jump)" for j in target.jump] + ([f"ssh {target.ssh}"] if target.ssh else [])
+    if target.container is not None and target.container.kind != "none":
+        hops.append(f"container {target.container.kind} {target.container.id}".strip())
+    configured = f"hops: {', '.join(hops)} (configured)" if hops else "hops: none configured"
+    detected = (f"the far end runs inside a {seen.capitalize() if seen == 'docker' else seen} container, detected"
+                if seen else "the far end shows no sign of a container")
+    return f"{configured}; {detected}"
 
 
 def _guess_hop(target, data: dict[str, Any]) -> str:

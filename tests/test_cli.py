@@ -303,3 +303,15 @@ def test_help_names_the_exit_codes_and_the_remedy_names_agree(here):
         assert f"  {code} " in out
     proc = sleuth(here, "remedy", "preview", "lokc", check=2)
     assert "unknown remedy 'lokc'; remedies: lock, precompile" in proc.stderr
+
+
+def test_target_check_of_the_local_target_says_no_hop_was_configured(here):
+    """Issue 25 (5): on a local target with no container configured, a container the far end
+    detects (this machine may be one) is said as detected, not as a configured hop."""
+    import re
+
+    sleuth(here, "init")
+    out = sleuth(here, "target", "check", "local").stdout
+    assert "hops: none configured; " in out
+    assert "detected" in out or "no sign of a container" in out
+    assert not re.search(r"^\s*container: ", out, re.M)

@@ -34,7 +34,9 @@ def test_target_check_round_trips_through_every_hop(project, sshd):
     out = sleuth(project, "target", "check", "ct200").stdout
     assert "parameters came back byte for byte" in out
     assert f"interpreter: {sshd.python}" in out and "venv: True" in out
-    assert "container: lxc" in out
+    # what was configured and what the far end said of itself, each named as such
+    assert f"hops: ssh 127.0.0.1:{sshd.servers['jump'].port} (jump), ssh " in out and "container pct 200 (configured)" in out
+    assert "the far end runs inside a lxc container, detected" in out
     data = json.loads(sleuth(project, "target", "check", "ct200", "--json").stdout)
     assert data["ok"] and data["far_end"]["echo"] == ["it's", '"quoted"', "$HOME", "`id`", "a\\b", "ü"]
 
