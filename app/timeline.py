@@ -29,7 +29,7 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
     t0 = st.created_ts or 0.0
     rows: list[tuple[float, int, Text, int | None, bool]] = []
     for run in st.runs.values():
-        verdicts = "; ".join(str(e) for e in st.verdicts_for(run.id))
+        verdicts = "; ".join(str(e) for e in st.verdict_per_hypothesis(run.id))
         line = Text(f"{clock(run.started_ts - t0)} #{run.id} {run.probe:<16} ", style="")
         cls = run.classification or "running"
         line.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
@@ -199,7 +199,7 @@ def retest_prompt(st: InvestigationState, check: PreRunCheck, now: float) -> tup
     points.append("remedies: " + (", ".join(earlier.remedies) or "none") )
     points.append(f"parameters: {', '.join(f'{k}={v}' for k, v in sorted(earlier.params.items())) or 'the defaults'}")
     points += [describe_revisit(h) for h in check.revisits]
-    verdicts = "; ".join(str(e) for e in st.verdicts_for(earlier.id)) or earlier.reason or "no evidence"
+    verdicts = "; ".join(str(e) for e in st.verdict_per_hypothesis(earlier.id)) or earlier.reason or "no evidence"
     said = f"#{earlier.id} answered: {earlier.classification} — {verdicts}"
     fields = short_fields(earlier.result)
     if fields:
@@ -219,7 +219,7 @@ def fleet_retest_prompt(st: InvestigationState, same: dict[str, PreRunCheck], to
         earlier = check.retest_of
         if earlier is None:
             continue
-        verdicts = "; ".join(str(e) for e in st.verdicts_for(earlier.id)) or earlier.classification
+        verdicts = "; ".join(str(e) for e in st.verdict_per_hypothesis(earlier.id)) or earlier.classification
         points.append(f"{name}: as #{earlier.id} ({ago(now - earlier.started_ts)}) — {verdicts}")
     if len(same) > 8:
         points.append(f"… and {len(same) - 8} more")

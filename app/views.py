@@ -103,7 +103,7 @@ def run_label(st: InvestigationState, run_id: int) -> Text:
     cls = run.classification or "running"
     text = Text(f"#{run.id} ", style="bold")
     text.append(cls, style=CLASS_STYLE.get(cls, "yellow"))
-    verdicts = [e.verdict for e in st.verdicts_for(run_id)]
+    verdicts = [e.verdict for e in st.verdict_per_hypothesis(run_id)]
     if verdicts:
         text.append(" " + ", ".join(sorted(set(verdicts))), style="dim")
     if run.retest_of:
@@ -286,13 +286,15 @@ def changes_text(changes: list[dict[str, Any]], most: int = 3) -> str:
 
 def verified_by(st: InvestigationState, run_id: int) -> list[str]:
     """What run *run_id* verified: "verified lock #1: fixed (strong)" per remedy it re-ran for."""
-    said = []
+    said: list[str] = []
     for app in st.applications.values():
-        for v in app.verifications:
+        for v in app.verifications:  # one per hypothesis the remedy addresses: said once per application
             if v.get("run") == run_id:
                 outcome = "fixed" if v.get("outcome") == "fixed" else "not fixed"
                 strength = f" ({v['strength']})" if v.get("strength") else ""
-                said.append(f"verified {app.remedy} #{app.id}: {outcome}{strength}")
+                line = f"verified {app.remedy} #{app.id}: {outcome}{strength}"
+                if line not in said:
+                    said.append(line)
     return said
 
 

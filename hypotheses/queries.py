@@ -81,6 +81,17 @@ class StateQueries:
         """What run #*run* said about each hypothesis it tested, in the order it was judged."""
         return list(self._by_run.get(run, ()))
 
+    def verdict_per_hypothesis(self, run: int) -> list[Evidence]:
+        """One verdict per hypothesis run #*run* spoke to, in the order first judged: the last
+        decisive one (supports / refutes), else the last inconclusive one. What a sentence
+        about the run says (the timeline, the postmortem): never "inconclusive X; supports X"."""
+        chosen: dict[str, Evidence] = {}
+        for e in self._by_run.get(run, ()):
+            kept = chosen.get(e.hypothesis)
+            if kept is None or e.verdict != "inconclusive" or kept.verdict == "inconclusive":
+                chosen[e.hypothesis] = e
+        return list(chosen.values())
+
     def supporting_runs(self, hypothesis: str) -> list[RunInfo]:
         """The runs whose evidence supports *hypothesis*, oldest first."""
         return [self.runs[e.run] for e in self.evidence.get(hypothesis, []) if e.verdict == "supports"]

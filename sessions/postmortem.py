@@ -43,21 +43,68 @@ def _esc(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _env_row(run: Any) -> dict[str, str]:
+_ENV_FIELDS = {"torch": "torch", "cuda": "CUDA", "triton": "triton", "driver": "driver", "python": "Python"}
+
+
+def _measured(run: Any) -> dict[str, str]:
+    """What *run* measured of the environment, field by field; a field it did not measure is
+    absent (never a guess). Absence that was measured is said: "not installed", "none found"."""
     env = (run.state or {}).get("env") or {}
-    torch = env.get("torch") or {}
-    if not isinstance(torch, dict):  # a probe of the user's may report just the version
-        torch = {"version": str(torch), "cuda": env.get("cuda")}
-    fp = run.result.get("fingerprint") or {}
-    if not isinstance(fp, dict):
-        fp = {}
-    return {
-        "torch": fp.get("torch") or torch.get("version") or "—",
-        "cuda": str(fp.get("torch.cuda") or torch.get("cuda") or "—"),
-        "triton": str(fp.get("triton") or (env.get("distributions") or {}).get("triton") or "—"),
-        "driver": str(fp.get("driver") or env.get("driver") or "—"),
-        "python": str(env.get("python") or "—"),
-    }
+    fp = run.result.get("fingerprint")
+    fp = fp if isinstance(fp, dict) else {}
+    dists = env.get("distributions") if isinstance(env.get("distributions"), dict) else None
+    torch = env.get("torch")
+    version = fp.get("torch") or (torch.get("version") if isinstance(torch, dict) else torch)
+    out: dict[str, str] = {}
+    if version:
+        out["torch"] = str(version)
+    elif dists is not None:
+        out["torch"] = "not installed"
+    if fp.get("torch.cuda") or (isinstance(torch, dict) and torch.get("cuda")) or env.get("cuda"):
+        out["cuda"] = str(fp.get("torch.cuda") or (torch.get("cuda") if isinstance(torch, dict) else None) or env.get("cuda"))
+    elif "torch.cuda" in fp or (version and str(version).endswith("+cpu")):
+        out["cuda"] = "none (a CPU build of torch)"
+    if fp.get("triton") or (dists or {}).get("triton"):
+        out["triton"] = str(fp.get("triton") or (dists or {}).get("triton"))
+    elif "triton" in fp or dists is not None:
+        out["triton"] = "not installed"
+    if "driver" in fp or "driver" in env:
+        driver = fp.get("driver") or env.get("driver")
+        out["driver"] = str(driver) if driver else "none found"
+    if fp.get("python") or env.get("python"):
+        out["python"] = str(fp.get("python") or env.get("python"))
+    return out
+
+
+def _environment(st: Any) -> list[str]:
+    """One row per state a target was measured in (in the order first seen), each value with
+    the run that measured it; "—" only for what no run in that state measured."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in st.runs.values():
+        if run.state is None and not isinstance(run.result.get("fingerprint"), dict):
+            continue
+        group = groups.setdefault((run.target, run.state_key or f"run {run.id}"), {"runs": [], "values": {}})
+        group["runs"].append(run.id)
+        for name, value in _measured(run).items():
+            # a fingerprint says more than a state read: it names CUDA, triton, the driver
+            if name not in group["values"] or group["values"][name][0] in ("not installed", "none found"):
+                group["values"].setdefault(name, (value, run.id))
+    out = ["| target | runs in this state | " + " | ".join(_ENV_FIELDS.values()) + " |",
+           "|---|---|" + "---|" * len(_ENV_FIELDS)]
+    previous: dict[str, dict[str, tuple[str, int]]] = {}
+    for (target, _key), group in groups.items():
+        values, before = group["values"], previous.get(target)
+        cells = []
+        for name in _ENV_FIELDS:
+            if name not in values:
+                cells.append("—")
+                continue
+            value, rid = values[name]
+            changed = before is not None and name in before and before[name][0] != value
+            cells.append(f"{'**' + _esc(value) + '**' if changed else _esc(value)} (#{rid})")
+        previous[target] = values
+        out.append(f"| {target} | " + ", ".join(f"#{r}" for r in group["runs"]) + " | " + " | ".join(cells) + " |")
+    return out
 
 
 def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None = None) -> str:
@@ -86,8 +133,12 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             if run.finished_ts:
                 lines.append(f"- Time from the first event to the verified fix: {_dur(run.finished_ts - t0)}")
     else:
-        open_ = [h for h in st.hypotheses if st.status(h) in ("open", "supported", "inconclusive")]
-        lines.append("- Root cause: not found. Still open: " + (", ".join(f"{h} ({st.status(h)})" for h in open_) or "nothing"))
+        supported = [h for h in st.hypotheses if st.status(h) == "supported"]
+        open_ = [h for h in st.hypotheses if st.status(h) in ("open", "inconclusive")]
+        lines.append("- Root cause: not confirmed (a remedy for it has not been verified)")
+        if supported:
+            lines.append("- Supported, not yet confirmed: " + ", ".join(supported))
+        lines.append("- Still open: " + (", ".join(f"{h} ({st.status(h)})" for h in open_) or "nothing"))
         for app in st.applications.values():
             weak = [v for v in app.verifications if v["outcome"] == "fixed" and not v.get("strong", True)]
             if app.active and weak:
@@ -138,7 +189,9 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines += ["No run has tested it.", ""]
             continue
         lines += ["| run | probe | classification | key fields | verdict |", "|---|---|---|---|---|"]
-        for e in entries:
+        # each run once, in run order, with its one verdict on this hypothesis
+        said = {e.run: e for r in sorted({e.run for e in entries}) for e in st.verdict_per_hypothesis(r) if e.hypothesis == h}
+        for _rid, e in sorted(said.items()):
             run = st.runs[e.run]
             fields = ", ".join(f"{k}={v}" for k, v in sorted(e.fields.items()))
             lines.append(f"| #{run.id} | {run.probe} | {run.classification} | {_esc(fields)} | **{e.verdict}** |")
@@ -158,17 +211,9 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
         total = sum((st.runs[f.run].duration or 0) for f in st.flags if f.run in st.runs and f.kind == "circular-retest")
         lines += ["", f"Circular retests cost {_dur(total)} in all.", ""]
 
-    lines += ["## Environment across runs", "", "| run | target | torch | CUDA | triton | driver | Python |", "|---|---|---|---|---|---|---|"]
-    previous: dict[str, dict[str, str]] = {}
-    for run in st.runs.values():
-        if run.state is None and not run.result.get("fingerprint"):
-            continue
-        row = _env_row(run)
-        before = previous.get(run.target)
-        cells = [f"**{v}**" if before and before.get(k) != v else v for k, v in row.items()]
-        previous[run.target] = row
-        lines.append(f"| #{run.id} | {run.target} | " + " | ".join(cells) + " |")
-    lines += ["", "Bold: changed since the previous run on that target.", ""]
+    lines += ["## Environment across runs", ""] + _environment(st)
+    lines += ["", "One row per state each target was measured in; (#N): the run that measured the value; "
+              "bold: changed since the previous state of that target; —: no run in that state measured it.", ""]
     changed = _changes(st)
     if changed:
         lines += ["What changed, package by package:", ""] + [f"- {_esc(c)}" for c in changed] + [""]
@@ -227,12 +272,13 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
     chronological timeline (the rows are sorted by when they happened, then by event order)."""
     rows: list[tuple[tuple[float, int], str]] = []
     for run in st.runs.values():
-        verdicts = "; ".join(str(e) for e in st.verdicts_for(run.id))
+        verdicts = "; ".join(str(e) for e in st.verdict_per_hypothesis(run.id))
         link = f" ([output]({outputs[run.id]}))" if run.id in outputs else ""
         retest = f" ⟲ retest of #{run.retest_of}" if run.retest_of else ""
+        verified = "".join(f"; ✔ {_esc(v)}" for v in _verified_by(st, run.id))
         rows.append(((run.started_ts, run.started_seq),
                      f"| {_t(run.started_ts, t0)} | run #{run.id} {run.probe}{retest}{link} | {run.target} | "
-                     f"{run.classification or 'running'}{': ' + _esc(verdicts) if verdicts else ''} |"))
+                     f"{run.classification or 'running'}{': ' + _esc(verdicts) if verdicts else ''}{verified} |"))
     for app in st.applications.values():
         rows.append(((app.applied_ts, 0), f"| {_t(app.applied_ts, t0)} | remedy {app.remedy} applied (#{app.id}) | "
                                           f"{app.target} | {'active' if app.active else 'reverted'} |"))
@@ -250,6 +296,19 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
             rows.append(((seen["ts"], seen["seq"]), f"| {_t(seen['ts'], t0)} | state read: changed outside sleuth | "
                                                     f"{seen['target']} | {_esc(said)} |"))
     return rows
+
+
+def _verified_by(st: Any, run_id: int) -> list[str]:
+    """What run *run_id* verified, once per application (it holds one verification per
+    hypothesis the remedy addresses)."""
+    said: list[str] = []
+    for app in st.applications.values():
+        for v in app.verifications:
+            if v.get("run") == run_id:
+                line = f"verified {app.remedy} #{app.id}: {'fixed' if v.get('outcome') == 'fixed' else 'not fixed'}"
+                if line not in said:
+                    said.append(line)
+    return said
 
 
 def _changes(st: Any) -> list[str]:

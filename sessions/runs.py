@@ -66,7 +66,7 @@ class RunReport:
             "retest_of": info.retest_of,
             "state_before": "unknown: " + self.check.unknown if self.check.unknown else
             ("measured" if self.check.measured else "predicted"),
-            "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in inv.state.verdicts_for(self.run)],
+            "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in inv.state.verdict_per_hypothesis(self.run)],
             "seconds": round(self.outcome.seconds, 3),
         }
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from mermaid_check import assert_valid_flowchart, mermaid_blocks
+from postmortem_check import check_postmortem
 from test_cli import sleuth
 
 
@@ -31,5 +33,14 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     remedies = md.split("## Remedies")[1]
     assert "```diff" in remedies and "+compiled_flex = _sleuth_serialized(torch.compile(flex_attention, dynamic=False))" in remedies
     assert "-compiled_flex = torch.compile(flex_attention, dynamic=False)" in remedies
+    # read line by line: each run once and in order, one verdict per run and hypothesis, the
+    # sections agreeing with the statuses, the environment as the runs measured it
+    def walk(nodes):
+        for n in nodes:
+            yield n
+            yield from walk(n.get("refinements", []))
+
+    hyps = list(walk(json.loads(sleuth(tmp_path / "hunt", "hypotheses", "--json").stdout)))
+    check_postmortem(md, {h["id"]: h["status"] for h in hyps}, {h["id"]: h["title"] for h in hyps})
     for link in re.findall(r"\(\[output\]\]?\(([^)]+)\)", md) or re.findall(r"\[output\]\(([^)]+)\)", md):
         assert (tmp_path / "hunt" / link).is_file()

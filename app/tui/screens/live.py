@@ -192,7 +192,7 @@ class InvestigationScreen(RemedyActions):
             if finished is not None and self.shown_run == finished:
                 self.run_pane.view.poll()
         info = self.state.runs[report.run]
-        verdicts = [str(e) for e in self.state.verdicts_for(report.run)]
+        verdicts = [str(e) for e in self.state.verdict_per_hypothesis(report.run)]
         self.notify(f"#{report.run} {info.probe}: {info.classification}" + (" — " + ", ".join(verdicts) if verdicts else ""))
         self.refresh_all()
 
