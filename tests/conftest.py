@@ -30,12 +30,43 @@ def _import_this_checkout() -> None:
 
 _import_this_checkout()
 
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile this checkout once, as a wheel install does: the tests start `sleuth` in
+    hundreds of subprocesses, and where PYTHONDONTWRITEBYTECODE is set (this VM and CI set it)
+    each would compile every module from source again (0.1 s a command)."""
+    import compileall
+    import re
+
+    skip = re.compile(r"[/\\](\.venv|tests|bench|build|node_modules)[/\\]")
+    compileall.compile_dir(str(_ROOT), quiet=2, workers=0, rx=skip)
+
 from sleuth.hypotheses import load_catalog  # noqa: E402
 from sleuth.sessions import Investigation  # noqa: E402
 
 # The CLI keeps one agent broker per investigation between commands; in the tests they stop
 # after a short idle time (and every one still up is stopped when the session ends).
 os.environ.setdefault("SLEUTH_AGENT_IDLE", "30")
+
+
+_TUI_MODULES = {"test_ui", "test_ui_keys", "test_snapshots", "test_tmux"}
+_TORCH_MODULES = {"test_drafter_race", "test_demo", "test_lock_forms", "test_tmux"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers from what a test uses: ``ssh`` (the sshd fixture), ``slurm`` (the cluster),
+    ``tui`` (Pilot or tmux), ``torch`` (runs torch); ``slow`` is set on the test itself."""
+    for item in items:
+        module = item.module.__name__ if isinstance(item, pytest.Function) else ""
+        used = set(getattr(item, "fixturenames", ()))
+        if "sshd" in used:
+            item.add_marker(pytest.mark.ssh)
+        if "slurm" in used:
+            item.add_marker(pytest.mark.slurm)
+        if module in _TUI_MODULES or "_ui_" in item.name:
+            item.add_marker(pytest.mark.tui)
+        if module in _TORCH_MODULES or "torch" in item.name or "compile" in item.name or "dense_fallback" in item.name:
+            item.add_marker(pytest.mark.torch)
 
 
 def _brokers_started_by_these_tests(root: Path) -> list[int]:

@@ -114,6 +114,7 @@ def test_cancel_kills_the_remote_child_and_the_agent_stays(sshd):
         ("import time\ntime.sleep(30)", "timed_out", "no end after 2 s"),
     ],
 )
+@pytest.mark.slow
 def test_every_classification_through_the_agent(sshd, source, classification, says):
     target = sshd.target(timeout=2.0)
 
@@ -189,6 +190,7 @@ def test_sshd_killed_is_transport_and_leaves_nothing(tmp_path_factory):
         h.stop()
 
 
+@pytest.mark.slow
 def test_client_killed_leaves_nothing_at_the_far_end(sshd, tmp_path: Path):
     marker = f"sleuth-agent-client-{uuid.uuid4().hex[:8]}"
     t = sshd.target()
@@ -270,6 +272,7 @@ def test_a_far_end_that_cannot_run_the_agent_falls_back_and_says_so(sshd, tmp_pa
     assert "ran in its own session" in outs[1].reason
 
 
+@pytest.mark.slow
 def test_forked_probes_start_with_torch_already_imported():
     pytest.importorskip("torch")
     target = load_config(None).target("local")

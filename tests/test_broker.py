@@ -50,6 +50,7 @@ def gone(pid: int, seconds: float = 15.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_the_second_command_reuses_the_agent_and_stop_ends_it(project, sshd):
     first = run_json(project, "--shell", "echo one")
     assert first["classification"] == "completed" and "own session" not in first["reason"]
@@ -71,6 +72,7 @@ def test_the_second_command_reuses_the_agent_and_stop_ends_it(project, sshd):
     assert not sock.exists() and status(project) == {"running": False}
 
 
+@pytest.mark.slow
 def test_an_edited_target_gets_a_new_agent(project, sshd):
     run_json(project, "--shell", "echo before")
     toml = project / "sleuth.toml"
@@ -83,6 +85,7 @@ def test_an_edited_target_gets_a_new_agent(project, sshd):
     assert agents_left(sshd) == []
 
 
+@pytest.mark.slow
 def test_idle_timeout_and_a_killed_broker_leave_nothing_running(project, sshd):
     run_json(project, "--shell", "true", env={"SLEUTH_AGENT_IDLE": "2"})
     s = status(project)
@@ -104,6 +107,7 @@ def test_no_agent_runs_in_a_session_of_its_own(project, sshd):
     assert status(project) == {"running": False}
 
 
+@pytest.mark.slow
 def test_a_local_run_happens_where_the_command_was_given(tmp_path):
     """The broker's agent lives on between commands; a local run still starts in the
     command's own directory (relative entry paths), not in the broker's."""
@@ -188,6 +192,7 @@ def _peak_rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmHWM for pid {pid}")
 
 
+@pytest.mark.slow
 def test_a_slow_command_holds_the_far_end_back_instead_of_filling_the_broker(tmp_path):
     """400 MiB from a far end far faster than a command that stops reading for 3 s: the
     broker keeps at most its two bounds (the run's queue, the socket's) in memory, the far
@@ -242,6 +247,7 @@ def test_a_slow_command_holds_the_far_end_back_instead_of_filling_the_broker(tmp
     assert grew < 100, f"the broker's peak memory grew by {grew:.0f} MB for a command that paused"
 
 
+@pytest.mark.slow
 def test_cancel_through_the_broker_kills_the_far_end_and_says_cancelled(tmp_path):
     """The UI's x and a command's Ctrl-C reach the far end through the broker: the child and
     what it started are killed, the run is killed ("cancelled after …"), and the agent serves the next run."""

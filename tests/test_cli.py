@@ -56,6 +56,7 @@ def test_init_then_hypotheses_json_lists_the_four_builtins_open(here):
     assert [r["id"] for r in by_id["compile-race"]["refinements"]] == ["concurrent-compile", "concurrent-fx-trace"]
 
 
+@pytest.mark.slow
 def test_add_hypothesis_note_link_and_replay(here):
     sleuth(here, "init")
     sleuth(here, "symptom", "add", "fx-trace-error")
@@ -197,6 +198,7 @@ def test_reading_never_creates_and_a_subdirectory_finds_its_project(here):
     assert [n["data"]["text"] for n in notes] == ["seen from a subdirectory"]
 
 
+@pytest.mark.slow
 def test_output_prints_a_runs_stored_output_plain_and_greps_it(here):
     sleuth(here, "init")
     script = "for i in 1 2 3; do echo out-$i; done; echo 'err: hidden_size=4096' >&2; printf 'é ✓\\n'"
@@ -219,6 +221,7 @@ def test_output_prints_a_runs_stored_output_plain_and_greps_it(here):
     assert head.stdout.split() == ["1", "2", "3"] and "Traceback" not in head.stderr and "BrokenPipe" not in head.stderr
 
 
+@pytest.mark.slow
 def test_symptom_list_remove_and_hypothesis_remove_are_recorded(here):
     sleuth(here, "init")
     sleuth(here, "symptom", "add", "fx-trace-error")
@@ -241,6 +244,7 @@ def test_symptom_list_remove_and_hypothesis_remove_are_recorded(here):
     assert "stale-pyc" in [h["id"] for h in before["hypotheses"]]
 
 
+@pytest.mark.slow
 def test_events_name_each_runs_probe_and_commands_take_a_project_directory(here, tmp_path):
     sleuth(here, "init")
     sleuth(here, "probe", "run", "cache-inventory")

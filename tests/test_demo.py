@@ -6,11 +6,13 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from mermaid_check import assert_valid_flowchart, mermaid_blocks
 from postmortem_check import check_postmortem
 from test_cli import sleuth
 
 
+@pytest.mark.slow
 def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     proc = sleuth(tmp_path, "demo", "--auto", "hunt", timeout=600)  # seven cold compiles of the drafter
     out = proc.stdout

@@ -36,6 +36,7 @@ def drafter(project: Path, *args: str) -> tuple[dict, subprocess.CompletedProces
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc
 
 
+@pytest.mark.slow
 def test_fx_trace_race_reproduces_and_the_lock_removes_it(project):
     before = (project / "drafter" / "model.py").read_bytes()
     summary, proc = drafter(project, "--trials", "10", "--steps", "8")
@@ -55,6 +56,7 @@ def test_fx_trace_race_reproduces_and_the_lock_removes_it(project):
     assert (project / "drafter" / "model.py").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_compile_race_is_gone_after_precompile(project):
     before = (project / "drafter" / "train.py").read_bytes()
     summary, _ = drafter(project, "--race", "compile", "--steps", "8", "--then-single")
@@ -80,6 +82,7 @@ def test_compile_race_is_gone_after_precompile(project):
     assert (project / "drafter" / "train.py").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_probes_tell_the_hypotheses_apart(project, tmp_path):
     race = json.loads(
         sleuth(project, "probe", "run", "compile-race", "--param", "entry=drafter/train.py", "--param", "trials=1",
@@ -123,6 +126,7 @@ def shared_lock(project: Path) -> bool:
                           check=True).stdout.strip() == "True"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["two applies", "one tree apply"])
 def test_the_race_split_across_modules_is_gone_under_one_lock(project, how):
     split(project)
@@ -146,6 +150,7 @@ def test_the_race_split_across_modules_is_gone_under_one_lock(project, how):
     assert {p.name: p.read_bytes() for p in (project / "drafter").glob("*.py")} == originals
 
 
+@pytest.mark.slow
 def test_devices_gives_each_device_its_drafter_and_counts_per_device(project):
     """The multi-GPU code path (issue 17) on CPU with one device: one drafter copy per device,
     per-device counts in the last line."""

@@ -41,6 +41,7 @@ def _comparison(out: str) -> dict:
     return data
 
 
+@pytest.mark.slow
 def test_four_members_over_ssh_the_odd_one_named_and_a_dead_one_is_transport(tmp_path, sshd, member_venvs):
     d = tmp_path / "proj"
     d.mkdir()
@@ -94,6 +95,7 @@ def test_four_members_over_ssh_the_odd_one_named_and_a_dead_one_is_transport(tmp
     assert "- node5: not reached — hop 1" in md and "(no evidence)" in md
 
 
+@pytest.mark.slow
 def test_the_nodes_of_a_real_slurm_job_the_odd_node_named(tmp_path, slurm, member_venvs):
     d = tmp_path / "proj"
     d.mkdir()
@@ -123,6 +125,7 @@ def test_the_nodes_of_a_real_slurm_job_the_odd_node_named(tmp_path, slurm, membe
     assert f"{venvs}/node3" in out  # the interpreter of node3's venv answered
 
 
+@pytest.mark.slow
 def test_a_slurm_job_that_is_gone_is_a_clear_error(tmp_path, slurm):
     d = tmp_path / "proj"
     d.mkdir()
@@ -132,6 +135,7 @@ def test_a_slurm_job_that_is_gone_is_a_clear_error(tmp_path, slurm):
     assert proc.returncode == 2 and "Slurm job 999999" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_members_from_an_ssh_client_config(tmp_path, sshd, member_venvs):
     import asyncio
 
@@ -193,6 +197,7 @@ sys.exit("stand-in: unsupported " + " ".join(args))
 """
 
 
+@pytest.mark.slow
 def test_the_pods_of_a_label_selector_through_kubectl_exec(tmp_path, member_venvs):
     """kubernetes members: `kubectl get pods -l …` finds the running pods (a pending one and
     another label's are left out), each member runs through `kubectl exec -i -n NS POD -c CTR
@@ -278,6 +283,7 @@ async def until(pilot, condition, timeout: float = 120.0) -> None:
     await pilot.pause()
 
 
+@pytest.mark.slow
 async def test_the_ui_runs_a_probe_on_a_fleet_and_shows_the_matrix(tmp_path, member_venvs):
     from sleuth.app.tui import SleuthApp
     from sleuth.app.tui.dialogs import FleetMatrix, RetestDialog, TargetDialog

@@ -58,6 +58,7 @@ def test_the_whole_folder_is_one_application_and_one_revert(tmp_path, inv):
     assert not inv.state.applications[app].active
 
 
+@pytest.mark.slow
 def test_a_compiled_model_stays_a_module_and_its_forward_takes_the_one_lock(tmp_path):
     import subprocess
     import sys

@@ -161,6 +161,7 @@ MODEL = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("container", [None, "200"], ids=["sftp", "through-pct"])
 def test_remedy_on_a_remote_target_keeps_the_original_and_reverts(tmp_path, sshd, container):
     remote = tmp_path / "remote-code"
@@ -199,6 +200,7 @@ TRACER = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("container", [None, "200"], ids=["sftp", "through-pct"])
 def test_the_lock_on_a_remote_code_tree_is_one_application(tmp_path, sshd, container):
     remote = tmp_path / "remote-code"

@@ -31,6 +31,7 @@ def evidence_counts(here: Path) -> dict[str, dict[str, int]]:
     return {h["id"]: h["evidence"] for h in json.loads(sleuth(here, "hypotheses", "--json").stdout)}
 
 
+@pytest.mark.slow
 def test_compile_race_without_its_entry_fails_and_says_so(here):
     data = run(here, "compile-race")
     assert data["classification"] == "failed"
@@ -47,6 +48,7 @@ def test_compile_race_whose_entry_never_gets_going_fails(here):
     assert "exited 4 in every trial" in data["reason"] and data["evidence"] == []
 
 
+@pytest.mark.slow
 def test_fx_trace_state_without_its_entry_or_its_calls_fails(here):
     data = run(here, "fx-trace-state")
     assert data["classification"] == "failed" and "not found" in data["reason"] and data["evidence"] == []
@@ -56,6 +58,7 @@ def test_fx_trace_state_without_its_entry_or_its_calls_fails(here):
     assert data["evidence"] == []
 
 
+@pytest.mark.slow
 def test_dense_fallback_runs_on_cpu_torch(here):
     data = run(here, "dense-fallback", "--param", "seq=256", "--param", "head_dim=16", "--param", "window=64",
                "--param", "repeats=2")
@@ -64,6 +67,7 @@ def test_dense_fallback_runs_on_cpu_torch(here):
     assert result["device"] == "cpu" and result["compiled_ms"] > 0 and result["eager_ms"] > 0
 
 
+@pytest.mark.slow
 def test_a_script_probe_may_compile_a_function_that_reads_a_module_global(here):
     script = here / "scaled.py"
     script.write_text(
@@ -79,6 +83,7 @@ def test_a_script_probe_may_compile_a_function_that_reads_a_module_global(here):
     assert data["records"][0] == {"kind": "result", "total": 6.0, "main": "__main__"}
 
 
+@pytest.mark.slow
 def test_env_fingerprint_and_cache_inventory_complete_here(here):
     fp = run(here, "env-fingerprint", "--param", "import_torch=false")
     assert fp["classification"] == "completed"

@@ -279,6 +279,7 @@ def test_rows_searched_together_when_the_writer_is_behind_keep_every_secret_out(
     stream=st.sampled_from([None, "stdout", "stderr"]),
     backwards=st.booleans(),
 )
+@pytest.mark.slow
 def test_find_agrees_with_a_scan_of_the_lines(tmp_path_factory, pieces, needle, start, stream, backwards):
     """Store.find (a byte search over chunks) gives the line a plain scan of lines() gives:
     lines split across chunks, streams interleaved, hits across chunk boundaries."""
@@ -338,6 +339,7 @@ _JSONISH = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_JSONISH)
 def test_redact_keys_replaces_exactly_what_the_plain_walk_replaces(data):

@@ -60,6 +60,7 @@ class Tmux:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
 
 
+@pytest.mark.slow
 def test_demo_in_a_real_terminal(tmp_path: Path):
     term = Tmux(tmp_path)
     try:
@@ -93,6 +94,7 @@ def test_demo_in_a_real_terminal(tmp_path: Path):
     assert any(e["kind"] == "note.added" and e["data"]["text"] == "caches are warm here" for e in events)
 
 
+@pytest.mark.slow
 def test_the_demo_hunt_to_the_end_at_120_by_35_with_the_keys_on_screen(tmp_path: Path):
     term = Tmux(tmp_path)
 

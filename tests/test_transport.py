@@ -84,6 +84,7 @@ ARG = st.one_of(
 )
 
 
+@pytest.mark.slow
 def test_random_argv_survives_ssh_container_python_byte_for_byte(sshd):
     target = sshd.target(jump=False)
     loop = asyncio.new_event_loop()
@@ -175,6 +176,7 @@ def test_no_result_from_a_program_that_never_reports(sshd):
     assert "exited 0 without a done record" in out.reason
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_remote_process(sshd):
     marker = f"sleuth-timeout-{uuid.uuid4().hex[:8]}"
     src = f"import subprocess, time, sys\nchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])\nprint('started', flush=True)\ntime.sleep(300)"

@@ -73,6 +73,7 @@ def ws(tmp_path: Path):
     return ws
 
 
+@pytest.mark.slow
 async def test_run_a_probe_see_output_and_classification_then_the_retest_question(ws):
     app = SleuthApp.live(ws)
     async with app.run_test(size=SIZE) as pilot:
@@ -123,6 +124,7 @@ async def test_run_a_probe_see_output_and_classification_then_the_retest_questio
         )
 
 
+@pytest.mark.slow
 async def test_search_finds_a_line_in_a_100000_line_run(ws):
     with ws.open() as inv:
         start = inv.begin_run("compile-race", {"n": 1}, "local")
@@ -180,6 +182,7 @@ async def test_folded_noise_opens_on_enter(tmp_path: Path):
         assert view.rows == view.total - 99
 
 
+@pytest.mark.slow
 async def test_remedy_preview_shows_the_diff_and_apply_changes_file_and_graph(ws):
     model = ws.root / "drafter" / "model.py"
     before = model.read_bytes()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sleuth.app.tui import OutputView, SleuthApp
 from sleuth.app.tui.dialogs import AddDialog, ConfirmDialog, RemedyDialog
 from sleuth.app.tui.widgets import HintBar
@@ -21,6 +22,7 @@ from ui_sessions import _run, make_workspace, recorded_hunt
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.slow
 async def test_add_dialog_stays_open_with_the_error_beside_the_field(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     path = recorded_hunt(ws.dir / "hunt.sleuth")
@@ -61,6 +63,7 @@ async def test_add_dialog_stays_open_with_the_error_beside_the_field(tmp_path: P
         assert not isinstance(app.screen, AddDialog)
 
 
+@pytest.mark.slow
 async def test_replay_output_follows_the_scrubber_after_a_flag_jump_and_end(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     path = recorded_hunt(ws.dir / "hunt.sleuth")
@@ -90,6 +93,7 @@ async def test_replay_output_follows_the_scrubber_after_a_flag_jump_and_end(tmp_
         assert screen.at == 0 and screen.shown_run is None
 
 
+@pytest.mark.slow
 async def test_horizontal_scroll_resets_with_another_run_and_on_home(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     path = ws.dir / "wide.sleuth"
@@ -183,6 +187,7 @@ async def test_dialogs_show_their_keys_and_arrows_move_between_buttons(tmp_path:
         assert answers == [True]
 
 
+@pytest.mark.slow
 async def test_an_applied_remedy_offers_revert_not_a_dead_apply(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     inv = ws.create("remedy")
@@ -251,6 +256,7 @@ async def test_r_does_what_the_next_step_says(tmp_path: Path):
         assert "a retest of #4: sleuth will ask" in text_of(app, "#detail")
 
 
+@pytest.mark.slow
 async def test_search_counts_its_hits_and_says_the_line(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     path = recorded_hunt(ws.dir / "hunt.sleuth")
@@ -304,6 +310,7 @@ async def test_the_demo_guide_advances_and_h_hides_it_at_120_by_35(tmp_path: Pat
         assert not bar.has_class("-hidden")
 
 
+@pytest.mark.slow
 async def test_r_on_a_shell_run_runs_its_command_again(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     inv = ws.create("shell")
@@ -330,6 +337,7 @@ async def test_r_on_a_shell_run_runs_its_command_again(tmp_path: Path):
         assert timeline.option_count >= 2
 
 
+@pytest.mark.slow
 async def test_panes_zoom_and_the_tree_resizes(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     path = recorded_hunt(ws.dir / "hunt.sleuth")

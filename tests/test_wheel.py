@@ -41,11 +41,13 @@ def source_files(*patterns: str) -> list[Path]:
     return sorted(p.relative_to(ROOT) for p in found if "__pycache__" not in p.parts)
 
 
+@pytest.mark.slow
 def test_only_sleuth_is_installed_at_the_top(wheel_names):
     tops = {n.split("/")[0] for n in wheel_names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert tops == {"sleuth"}
 
 
+@pytest.mark.slow
 def test_every_package_of_the_source_tree_is_in_the_wheel(wheel_names):
     packages = [p.parent for p in source_files(*(f"{pkg}/**/__init__.py" for pkg in PACKAGES))]
     assert len(packages) >= 6  # app, app/tui, hypotheses, probes, probes/remedies, sessions
@@ -71,6 +73,7 @@ def test_every_module_and_data_file_is_in_the_wheel(wheel_names):
     assert missing == []
 
 
+@pytest.mark.slow
 def test_console_script_and_version_come_from_the_namespace(wheel, wheel_names):
     (entry_points,) = [n for n in wheel_names if n.endswith(".dist-info/entry_points.txt")]
     assert "sleuth = sleuth.app.cli:main" in wheel.read(entry_points).decode()

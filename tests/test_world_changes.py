@@ -95,6 +95,7 @@ def flags(d: Path) -> list[dict]:
     return [e["data"] for e in json.loads(sleuth(d, "events", "--json").stdout) if e["kind"] == "flag.raised"]
 
 
+@pytest.mark.slow
 def test_a_then_b_is_not_a_retest_and_names_every_change_from_the_baseline(tmp_path, venvs):
     d = project(tmp_path, venvs["A"] / "bin" / "python")
     first, _ = fingerprint(d, code=0)
@@ -122,6 +123,7 @@ def test_a_then_b_is_not_a_retest_and_names_every_change_from_the_baseline(tmp_p
     assert hyps["version-drift"]["status"] == "refuted"
 
 
+@pytest.mark.slow
 def test_going_back_names_the_first_run_and_what_went_back(tmp_path, venvs):
     d = project(tmp_path, venvs["A"] / "bin" / "python")
     first, _ = fingerprint(d, code=0)
@@ -149,6 +151,7 @@ def test_going_back_names_the_first_run_and_what_went_back(tmp_path, venvs):
     assert f"this repeats #{forced['run_id']}" in proc.stderr and "measured just now" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_hand_pip_install_between_two_runs_is_not_a_retest(tmp_path, venvs):
     import shutil
 
@@ -163,6 +166,7 @@ def test_a_hand_pip_install_between_two_runs_is_not_a_retest(tmp_path, venvs):
     assert {"name": "sleuth-late", "before": None, "after": "0.1"} in observed[-1]["changes"]
 
 
+@pytest.mark.slow
 def test_a_wiped_cache_and_an_edited_file_are_not_retests(tmp_path, venvs):
     cache = tmp_path / "inductor"
     (cache / "fx").mkdir(parents=True)
