@@ -365,3 +365,47 @@ async def test_panes_zoom_and_the_tree_resizes(tmp_path: Path):
         await pilot.press("z")
         await pilot.pause()
         assert screen.maximized is None
+
+
+async def test_the_remedy_diff_scrolls_by_keyboard_and_question_mark_works_in_every_dialog(tmp_path: Path):
+    """Issue 25 (2): focus sits on Apply, and ↓ PgDn End Home still move the diff; the dialog
+    says its keys; ? opens the key panel in a dialog as on a screen."""
+    from sleuth.app.tui.dialogs import TargetDialog
+    from textual.containers import VerticalScroll
+    from textual.widgets import Button, HelpPanel
+
+    ws = make_workspace(tmp_path / "proj")
+    ws.create("keys").close()
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await select(pilot, "remedy", "lock", "compile-race")
+        await pilot.press("f")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, RemedyDialog) and isinstance(dialog.focused, Button) and dialog.focused.id == "apply"
+        diff = dialog.query_one("#diff", VerticalScroll)
+        assert diff.max_scroll_y > 0  # at 80×24 the lock's diff is longer than the dialog
+        assert "PgDn" in str(dialog.query_one("#dialog-hint").render())
+        await pilot.press("down")
+        assert diff.scroll_y == 1
+        await pilot.press("pagedown")
+        assert diff.scroll_y > 1
+        await pilot.press("end")
+        assert diff.scroll_y == diff.max_scroll_y
+        await pilot.press("home")
+        assert diff.scroll_y == 0 and dialog.focused is not None and dialog.focused.id == "apply"
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert dialog.query(HelpPanel), "? shows the dialog's keys"
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert not dialog.query(HelpPanel)
+        await pilot.press("escape")
+        await pilot.pause()
+        # and in another dialog: the target picker
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.screen, TargetDialog)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query(HelpPanel)

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Input, Label, OptionList, Select, Static
+from textual.widgets import Button, DataTable, HelpPanel, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 __all__ = ["AddDialog", "ConfirmDialog", "FleetMatrix", "RemedyDialog", "RetestDialog", "TargetDialog"]
@@ -24,12 +24,27 @@ ARROWS = [
 ]
 
 
+# ? shows every key of the dialog, as it does on the screens (a text field takes it as a character)
+KEYS = Binding("question_mark", "toggle_keys", "keys", key_display="?", tooltip="Show or hide every key of this dialog")
+
+
+class KeysHelp:
+    """``?`` in a dialog: Textual's key panel beside it, listing the dialog's own keys."""
+
+    def action_toggle_keys(self) -> None:
+        screen: Any = self
+        if screen.query(HelpPanel):
+            screen.app.action_hide_help_panel()
+        else:
+            screen.app.action_show_help_panel()
+
+
 def key_label(text: str) -> str:
     """A button label that shows its key: "Apply [a]" (brackets are markup otherwise)."""
     return escape(text)
 
 
-class ConfirmDialog(ModalScreen[bool]):
+class ConfirmDialog(KeysHelp, ModalScreen[bool]):
     """A question with a default answer; y / n / enter / escape."""
 
     BINDINGS = [
@@ -37,6 +52,7 @@ class ConfirmDialog(ModalScreen[bool]):
         Binding("n", "answer(False)", "no", id="confirm.no"),
         Binding("escape", "answer(False)", "cancel", show=False),
         Binding("enter", "default", "default", show=False),
+        KEYS,
         *ARROWS,
     ]
 
@@ -81,13 +97,21 @@ class RetestDialog(ConfirmDialog):
         self.add_class("-retest")
 
 
-class RemedyDialog(ModalScreen[str]):
-    """The unified diff of a remedy, what it addresses; Apply / Revert / Cancel."""
+class RemedyDialog(KeysHelp, ModalScreen[str]):
+    """The unified diff of a remedy, what it addresses; Apply / Revert / Cancel. The diff
+    scrolls by keyboard while a button keeps the focus (↑ ↓ PgUp PgDn Home End), and by mouse."""
 
     BINDINGS = [
         Binding("a", "choose('apply')", "apply", id="remedy.apply"),
         Binding("v", "choose('revert')", "revert", id="remedy.revert"),
         Binding("escape", "choose('cancel')", "cancel", id="remedy.cancel"),
+        Binding("up", "scroll_diff('up')", "diff up a line", key_display="↑"),
+        Binding("down", "scroll_diff('down')", "diff down a line", key_display="↓"),
+        Binding("pageup", "scroll_diff('page_up')", "diff up a page", key_display="PgUp"),
+        Binding("pagedown", "scroll_diff('page_down')", "diff down a page", key_display="PgDn"),
+        Binding("home", "scroll_diff('home')", "diff top", key_display="Home"),
+        Binding("end", "scroll_diff('end')", "diff end", key_display="End"),
+        KEYS,
         *ARROWS,
     ]
 
@@ -110,6 +134,8 @@ class RemedyDialog(ModalScreen[str]):
                     said = "It is applied (the file has it): Revert [v] puts the original bytes back." if self.can_revert \
                         else "No change: the file already has it."
                     yield Static(said, id="diff-text")
+            if self.diff:
+                yield Static("↑ ↓ PgUp PgDn Home End or the mouse: scroll the diff · ? every key", id="dialog-hint")
             with Horizontal(id="dialog-buttons"):
                 if self.diff or not self.can_revert:  # applied already: Revert is what can be done
                     yield Button(key_label("Apply [a]"), id="apply", variant="success", disabled=bool(self.blocked) or not self.diff)
@@ -125,6 +151,11 @@ class RemedyDialog(ModalScreen[str]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id or "cancel")
 
+    def action_scroll_diff(self, how: str) -> None:
+        diff = self.query_one("#diff", VerticalScroll)
+        {"up": diff.scroll_up, "down": diff.scroll_down, "page_up": diff.scroll_page_up,
+         "page_down": diff.scroll_page_down, "home": diff.scroll_home, "end": diff.scroll_end}[how](animate=False)
+
     def action_choose(self, what: str) -> None:
         if what == "apply" and (self.blocked or not self.diff):
             return
@@ -133,14 +164,14 @@ class RemedyDialog(ModalScreen[str]):
         self.dismiss(what)
 
 
-class AddDialog(ModalScreen[dict[str, Any] | None]):
+class AddDialog(KeysHelp, ModalScreen[dict[str, Any] | None]):
     """Add a symptom, a hypothesis, a note or a link: a short form.
 
     *submit* records what was typed and returns None, or ``(field, message)`` when it was
     refused: the dialog then stays open, keeps every field as typed and shows the message
     beside that field ("a", "b" or "c")."""
 
-    BINDINGS = [Binding("escape", "cancel", "cancel", id="add.cancel"), *ARROWS]
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="add.cancel"), KEYS, *ARROWS]
     KINDS = [("note", "note"), ("hypothesis", "hypothesis"), ("symptom", "symptom"), ("link", "link")]
     HINTS = {
         "note": ("text of the note", "about (a hypothesis id or #run, optional)", ""),
@@ -218,10 +249,10 @@ class AddDialog(ModalScreen[dict[str, Any] | None]):
         self.dismiss(None)
 
 
-class TargetDialog(ModalScreen[str | None]):
+class TargetDialog(KeysHelp, ModalScreen[str | None]):
     """Pick the target probes run on."""
 
-    BINDINGS = [Binding("escape", "cancel", "cancel", id="target.cancel")]
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="target.cancel"), KEYS]
 
     def __init__(self, targets: list[tuple[str, str]], current: str) -> None:
         super().__init__(classes="dialog")
@@ -248,11 +279,11 @@ class TargetDialog(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class FleetMatrix(ModalScreen[None]):
+class FleetMatrix(KeysHelp, ModalScreen[None]):
     """A fleet's comparison: members across, the fields that differ down, the odd values
     marked; who could not be reached below. Esc closes."""
 
-    BINDINGS = [Binding("escape", "close", "close", id="fleet.close"), Binding("q", "close", "close", show=False)]
+    BINDINGS = [Binding("escape", "close", "close", id="fleet.close"), Binding("q", "close", "close", show=False), KEYS]
 
     def __init__(self, comparison: Any, how: str = "") -> None:
         super().__init__(classes="dialog")
