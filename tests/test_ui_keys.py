@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from sleuth.app.tui import OutputView, SleuthApp
 from sleuth.app.tui.dialogs import AddDialog, ConfirmDialog, RemedyDialog
+from sleuth.app.tui.keys import KeysSheet
 from sleuth.app.tui.widgets import HintBar
 from sleuth.sessions import Investigation
 from test_ui import SIZE, node_for, select, settle, text_of
-from textual.widgets import Button, HelpPanel, Input, OptionList, Static
+from textual.widgets import Button, Input, OptionList, Static
 from ui_sessions import _run, make_workspace, recorded_hunt
 
 BIN = Path(sys.executable).parent
@@ -136,6 +137,16 @@ async def test_horizontal_scroll_resets_with_another_run_and_on_home(tmp_path: P
         assert not view.wrap
 
 
+def sheet_text(app) -> str:
+    """What the key sheet (?) shows, as text; asserts it is the screen on top."""
+    from rich.console import Console
+
+    assert isinstance(app.screen, KeysSheet), app.screen
+    console = Console(width=app.size.width, record=True, file=open("/dev/null", "w"))
+    console.print(app.screen.content)
+    return console.export_text()
+
+
 async def test_question_mark_shows_every_key_and_esc_closes_it(tmp_path: Path):
     ws = make_workspace(tmp_path / "proj")
     path = recorded_hunt(ws.dir / "hunt.sleuth")
@@ -144,18 +155,13 @@ async def test_question_mark_shows_every_key_and_esc_closes_it(tmp_path: Path):
         await settle(pilot)
         await pilot.press("question_mark")
         await pilot.pause()
-        panel = app.screen.query_one(HelpPanel)
-        from rich.console import Console
-
-        console = Console(width=200, record=True, file=open("/dev/null", "w"))
-        console.print(panel.query_one("BindingsTable").render())
-        shown = console.export_text()
+        shown = sheet_text(app)
         # every key of the screen, those the footer leaves out too
         for words in ("run", "remedy", "baseline", "zoom", "wrap lines", "hint", "quit"):
             assert words in shown, f"{words!r} is not in the keys panel"
         await pilot.press("escape")
         await pilot.pause()
-        assert not app.screen.query(HelpPanel)
+        assert not isinstance(app.screen, KeysSheet)
         # the legend says what the glyphs mean, and refuted is never a tick
         legend = text_of(app, "#legend")
         assert "✗refuted" in legend and "★confirmed" in legend and "●supported" in legend and "?mixed" in legend
@@ -372,7 +378,7 @@ async def test_the_remedy_diff_scrolls_by_keyboard_and_question_mark_works_in_ev
     says its keys; ? opens the key panel in a dialog as on a screen."""
     from sleuth.app.tui.dialogs import TargetDialog
     from textual.containers import VerticalScroll
-    from textual.widgets import Button, HelpPanel
+    from textual.widgets import Button
 
     ws = make_workspace(tmp_path / "proj")
     ws.create("keys").close()
@@ -396,10 +402,11 @@ async def test_the_remedy_diff_scrolls_by_keyboard_and_question_mark_works_in_ev
         assert diff.scroll_y == 0 and dialog.focused is not None and dialog.focused.id == "apply"
         await pilot.press("question_mark")
         await pilot.pause()
-        assert dialog.query(HelpPanel), "? shows the dialog's keys"
+        shown = sheet_text(app)  # ? shows the dialog's own keys
+        assert "this dialog" in shown and "diff down a page" in shown and "apply" in shown
         await pilot.press("question_mark")
         await pilot.pause()
-        assert not dialog.query(HelpPanel)
+        assert app.screen is dialog
         await pilot.press("escape")
         await pilot.pause()
         # and in another dialog: the target picker
@@ -408,4 +415,39 @@ async def test_the_remedy_diff_scrolls_by_keyboard_and_question_mark_works_in_ev
         assert isinstance(app.screen, TargetDialog)
         await pilot.press("question_mark")
         await pilot.pause()
-        assert app.screen.query(HelpPanel)
+        assert "this dialog" in sheet_text(app)
+
+
+async def test_notifications_never_cover_the_timeline_and_the_keys_fit_at_80_by_24(tmp_path: Path):
+    """Issue 25 (7): a toast stands above the timeline, not on it, and goes within 4 s; the
+    ? panel fits the screen at 120×35 and at 80×24."""
+    from textual.widgets._toast import Toast
+
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    for size in ((120, 35), (80, 24)):
+        app = SleuthApp.live(ws, path)
+        async with app.run_test(size=size, notifications=True) as pilot:
+            app.notify("a two-line notification that says what happened\nand then one more line")
+            app.notify("and another", severity="warning")
+            await pilot.pause(0.3)
+            timeline = app.screen.query_one("#timeline").region
+            toasts = list(app.screen.query(Toast))
+            assert toasts, "the notifications are shown"
+            for toast in toasts:
+                assert not toast.region.overlaps(timeline), (size, toast.region, timeline)
+            assert app.NOTIFICATION_TIMEOUT <= 4
+            for pane in ("#tree", "#output"):  # the sheet for each pane's keys fits without scrolling
+                app.screen.query_one(pane).focus()
+                await pilot.pause()
+                await pilot.press("question_mark")
+                await pilot.pause()
+                shown = sheet_text(app)
+                sheet = app.screen.query_one("#keys-sheet", Static)
+                box = app.screen.query_one("#dialog").region
+                assert app.screen.region.contains_region(box), (size, pane, box)
+                assert sheet.region.height >= len(shown.rstrip("\n").splitlines()), (size, pane, shown)
+                for words in ("run", "remedy", "quit", "hint"):
+                    assert words in shown, (size, pane, words)
+                await pilot.press("escape")
+                await pilot.pause()

@@ -47,6 +47,7 @@ class SleuthApp(App):
 
     CSS_PATH = str(CSS)
     TITLE = "sleuth"
+    NOTIFICATION_TIMEOUT = 4  # seconds; errors say how long they stay (timeout=10)
     COMMANDS = App.COMMANDS | {SelectionCommands}
 
     def __init__(

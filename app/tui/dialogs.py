@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, HelpPanel, Input, Label, OptionList, Select, Static
+from textual.widgets import Button, DataTable, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 __all__ = ["AddDialog", "ConfirmDialog", "FleetMatrix", "RemedyDialog", "RetestDialog", "TargetDialog"]
@@ -29,14 +29,12 @@ KEYS = Binding("question_mark", "toggle_keys", "keys", key_display="?", tooltip=
 
 
 class KeysHelp:
-    """``?`` in a dialog: Textual's key panel beside it, listing the dialog's own keys."""
+    """``?`` in a dialog: the key sheet (app/tui/keys.py), listing the dialog's own keys."""
 
     def action_toggle_keys(self) -> None:
-        screen: Any = self
-        if screen.query(HelpPanel):
-            screen.app.action_hide_help_panel()
-        else:
-            screen.app.action_show_help_panel()
+        from .keys import show_keys
+
+        show_keys(self)  # type: ignore[arg-type]  (mixed into a ModalScreen)
 
 
 def key_label(text: str) -> str:

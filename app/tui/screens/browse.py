@@ -12,11 +12,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, HelpPanel, Tree
+from textual.widgets import Footer, Tree
 
 from ....hypotheses import InvestigationState
 from ....sessions import Investigation, SessionError, write_postmortem
 from ...views import NextStep, Selection
+from ..keys import show_keys
 from ..output import OutputView
 from ..widgets import (
     DetailPane,
@@ -181,16 +182,11 @@ class BrowseScreen(Screen):
     def key_escape(self) -> None:
         if self.run_pane.close_search():
             return
-        if self.query(HelpPanel):
-            self.app.action_hide_help_panel()
-        elif self.maximized is not None:
+        if self.maximized is not None:
             self.minimize()
 
     def action_toggle_keys(self) -> None:
-        if self.query(HelpPanel):
-            self.app.action_hide_help_panel()
-        else:
-            self.app.action_show_help_panel()
+        show_keys(self)
 
     def action_zoom(self) -> None:
         if self.maximized is not None:
