@@ -11,6 +11,7 @@ Exceptions:
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from dataclasses import dataclass, field
@@ -236,18 +237,35 @@ def load_config(path: Path | str | None) -> Config:
         remedy_params[remedy] = dict(table)
     config = Config(path, targets, probe_params, remedy_params, broken)
     for warning in config.warnings:
-        _warn(warning)
+        _warn(warning, path, text)
     return config
 
 
 _WARNED: set[str] = set()
 
 
-def _warn(message: str) -> None:
-    """Once per process, on stderr (before any screen opens: config is read first)."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        print(f"sleuth: warning: {message}", file=sys.stderr)
+def _warn(message: str, path: Path, text: str) -> None:
+    """On stderr (before any screen opens: config is read first), once per change of the
+    file: what was said of this very text is noted in the project's .sleuth/ folder, so the
+    next command stays quiet until sleuth.toml changes (or, without that folder, once per
+    process)."""
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
+    stamp = hashlib.sha256(f"{path.resolve()}\0{text}\0{message}".encode()).hexdigest()[:24]
+    said = path.parent / ".sleuth" / "config-warnings"
+    try:
+        if stamp in said.read_text(encoding="utf-8").split():
+            return
+    except OSError:
+        pass
+    print(f"sleuth: warning: {message}", file=sys.stderr)
+    try:
+        if said.parent.is_dir():
+            with open(said, "a", encoding="utf-8") as fh:
+                fh.write(stamp + "\n")
+    except OSError:
+        pass  # a read-only project: said again next time, never lost
 
 
 def _target(name: str, t: dict[str, Any], loc: _Lines) -> Target:

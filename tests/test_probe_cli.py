@@ -124,6 +124,12 @@ def test_an_unknown_key_in_an_unused_target_warns_and_a_wrong_target_lists_the_t
     proc = sleuth(project, "hypotheses", check=False)  # uses no target: works, with a warning
     assert proc.returncode == 0 and "compile-race" in proc.stdout
     assert f"sleuth: warning: {config}:{line}:1: targets.old.pyhton: unknown key" in proc.stderr
+    # said once per change of the file: the next command is quiet, an edit says it again
+    again = sleuth(project, "hypotheses", check=False)
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+    config.write_text(config.read_text() + "\n# edited\n")
+    edited = sleuth(project, "hypotheses", check=False)
+    assert f"sleuth: warning: {config}:{line}:1: targets.old.pyhton: unknown key" in edited.stderr
     proc = sleuth(project, "probe", "run", "cache-inventory", "--target", "old", check=False)  # uses it: the error
     assert proc.returncode == 2 and f"sleuth: error: {config}:{line}:1: targets.old.pyhton: unknown key" in proc.stderr
     proc = sleuth(project, "probe", "run", "cache-inventory", "--target", "nowhere", check=False)
