@@ -21,6 +21,7 @@ from ..sessions import (
     run_fleet,
     run_probe,
 )
+from ..sessions.findings import ENV_FINDINGS, known_env_line
 from .errors import UsageError
 from .timeline import run_findings
 
@@ -112,13 +113,13 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
             request = request_for_probe(inv, probe, target, params)
         else:
             raise UsageError("give a probe id, --script FILE or --shell COMMAND")
-        live = None if args.json or args.quiet else _echo
+        echo = None if args.json or args.quiet else _Echo({f.id for f in ENV_FINDINGS if inv.has_finding(target.name, f.id)})
         # through the broker's resident agent (kept between commands), unless --no-agent
         agents = None if args.no_agent else BrokerClient(ws.dir)
 
         async def go(force: bool, check=None):
             try:
-                return await run_probe(inv, target, request, force=force, timeout=args.timeout, on_output=live,
+                return await run_probe(inv, target, request, force=force, timeout=args.timeout, on_output=echo,
                                        runner=agents, check=check)
             finally:
                 if agents is not None:
@@ -133,6 +134,8 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
                 inv.decline_run(request.probe, request.params, target.name, flag.check)
                 print(f"sleuth: circular retest: {flag}; not run (pass --force to run it anyway)", file=sys.stderr)
                 return EXIT_RETEST
+        if echo is not None:
+            echo.finish(report.run)
         return _report(inv, report, args.json)
 
 
@@ -181,6 +184,44 @@ def _echo(stream: str, data: bytes) -> None:
     out = sys.stdout if stream == "stdout" else sys.stderr
     out.buffer.write(data)
     out.flush()
+
+
+class _Echo:
+    """The run's output, live, as it arrives — except the lines of a warning about the
+    target's environment that an earlier run already showed (a finding, said once: the numpy
+    warning of every torch import); how many were left out is said at the end. The store keeps
+    every byte."""
+
+    def __init__(self, known: set[str]) -> None:
+        self.known = known
+        self.left_out: dict[str, int] = {}
+        self._partial = b""
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        if stream != "stderr" or not self.known:
+            _echo(stream, data)
+            return
+        data, self._partial = self._partial + data, b""
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # an unfinished line waits for the rest
+        shown = []
+        for line in lines:
+            finding = known_env_line(line)
+            if finding is not None and finding.id in self.known:
+                self.left_out[finding.id] = self.left_out.get(finding.id, 0) + 1
+            else:
+                shown.append(line + b"\n")
+        if shown:
+            _echo(stream, b"".join(shown))
+
+    def finish(self, run: int) -> None:
+        if self._partial:
+            _echo("stderr", self._partial)
+            self._partial = b""
+        if self.left_out:
+            what = ", ".join(f"{n} line(s) of {fid}" for fid, n in self.left_out.items())
+            print(f"(left out {what}: a finding about this target said once already; "
+                  f"`sleuth output {run} --stream stderr` has every byte)", file=sys.stderr)
 
 
 def _report(inv: Investigation, report, as_json: bool) -> int:

@@ -94,6 +94,8 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, str]]:
             if said:
                 out.append({"kind": "state", "text": f"{run.target} read before the run: {said}"})
     out += [{"kind": f.kind, "text": f.message} for f in st.flags if f.run == run_id]
+    out += [{"kind": "environment", "text": n["text"]} for n in st.notes
+            if n.get("finding") and n.get("about") == f"#{run_id}"]  # said once per target, with the run that showed it
     drift = run.result.get("changes") if run.result.get("has_baseline") else None
     if isinstance(drift, list) and drift:
         out.append({"kind": "drift", "text": f"against the baseline: {changes_text(drift)}"})

@@ -327,7 +327,10 @@ class InvestigationState(StateQueries):
         )
 
     def _note(self, e: Event) -> None:
-        self.notes.append({"seq": e.seq, "ts": e.ts, "text": e.data["text"], "about": e.data.get("about")})
+        note = {"seq": e.seq, "ts": e.ts, "text": e.data["text"], "about": e.data.get("about")}
+        if e.data.get("finding"):  # sleuth's own note: a finding about a target's environment
+            note.update(finding=e.data["finding"], target=e.data.get("target"))
+        self.notes.append(note)
 
     def _observed(self, e: Event) -> None:
         d = e.data

@@ -212,6 +212,18 @@ class Investigation(RunJudging):
             raise InvestigationError(f"a note can be about a hypothesis id or a run (#N); {about!r} is neither")
         self._record(EventKind.NOTE_ADDED, {"text": text, "about": about})
 
+    def has_finding(self, target: str, finding: str) -> bool:
+        return any(n.get("finding") == finding and n.get("target") == target for n in self.state.notes)
+
+    def record_finding(self, target: str, finding: str, sentence: str, run: int) -> bool:
+        """Say *sentence* about *target* once (a note from sleuth, about the run that showed
+        it); False when it was said already."""
+        if self.has_finding(target, finding):
+            return False
+        self._record(EventKind.NOTE_ADDED, {"text": f"sleuth, on {target}: {sentence}", "about": f"#{run}",
+                                            "finding": finding, "target": target})
+        return True
+
     def mark_baseline(self, run: int) -> None:
         info = self._run(run)
         if info.classification != "completed":

@@ -16,6 +16,7 @@ from ..hypotheses import PreRunCheck, fingerprint_changes
 from ..probes import ProgramSpec, Runner, RunOutcome, Target, execute
 from ..probes.catalog import ProbeDef
 from .errors import CircularRetest
+from .findings import FindingWatch
 from .investigation import Investigation
 
 __all__ = [
@@ -187,6 +188,13 @@ async def run_probe(
         on_start(start.run)
     capture = inv.capture(start.run)
     completed = False
+    watch = FindingWatch()  # what the output says of the target's environment (said once per target)
+
+    def output(stream: str, data: bytes) -> None:
+        watch.feed(stream, data)
+        if on_output is not None:
+            on_output(stream, data)
+
     try:
         outcome = await execute(
             target,
@@ -195,7 +203,7 @@ async def run_probe(
             runner=runner,
             cancel=cancel,
             timeout=timeout or request.timeout,
-            on_output=on_output,
+            on_output=output,
             on_record=on_record,
         )
         completed = True
@@ -217,4 +225,6 @@ async def run_probe(
         exit_status=outcome.exit_status,
         signal=outcome.signal,
     )
+    for finding in watch.seen:
+        inv.record_finding(target.name, finding.id, finding.sentence, start.run)
     return RunReport(start.run, outcome, check, f"{Path(inv.path)}#run/{start.run}")

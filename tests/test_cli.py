@@ -319,3 +319,28 @@ def test_target_check_of_the_local_target_says_no_hop_was_configured(here):
     assert "hops: none configured; " in out
     assert "detected" in out or "no sign of a container" in out
     assert not re.search(r"^\s*container: ", out, re.M)
+
+
+def test_a_warning_of_the_targets_environment_is_a_finding_said_once(here):
+    """Issue 25 (friction): numpy's 'Failed to initialize NumPy' on every torch import is said
+    once, as a finding about the target; the next runs' live output leaves it out and says so,
+    and every byte stays in the store."""
+    sleuth(here, "init")
+    warn = ("/venv/torch/_subclasses/functional_tensor.py:368: UserWarning: Failed to initialize NumPy: "
+            "No module named 'numpy' (Triggered internally at tensor_numpy.cpp:84.)")
+    import shlex
+
+    second_line = '  cpu = _conversion_method_template(device=torch.device("cpu"))'
+    cmd = f"echo {shlex.quote(warn)} >&2; echo {shlex.quote(second_line)} >&2; echo done"
+    first = sleuth(here, "probe", "run", "--shell", cmd, "--force")
+    assert "Failed to initialize NumPy" in first.stderr  # the first time it is shown, and said as a finding
+    assert "⚑ environment: sleuth, on local: torch warns 'Failed to initialize NumPy'" in first.stdout
+    second = sleuth(here, "probe", "run", "--shell", cmd, "--force")
+    assert "Failed to initialize NumPy" not in second.stderr and "_conversion_method_template" not in second.stderr
+    assert "left out 2 line(s) of numpy-missing" in second.stderr and "done" in second.stdout
+    assert "⚑ environment" not in second.stdout  # said once per target
+    stored = sleuth(here, "output", "2", "--stream", "stderr").stdout
+    assert "Failed to initialize NumPy" in stored and "_conversion_method_template" in stored
+    notes = [e for e in json.loads(sleuth(here, "events", "--json").stdout)
+             if e["kind"] == "note.added" and e["data"].get("finding") == "numpy-missing"]
+    assert len(notes) == 1 and notes[0]["data"]["target"] == "local"
