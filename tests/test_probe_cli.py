@@ -192,7 +192,7 @@ def test_remedy_on_a_remote_target_keeps_the_original_and_reverts(tmp_path, sshd
     # changed behind sleuth's back: revert refuses
     (remote / "model.py").write_text(after + "# edited on the box\n")
     proc = sleuth(d, "remedy", "revert", "model.py", "--target", name, check=False)
-    assert proc.returncode == 2 and "changed since the remedy was applied" in proc.stderr
+    assert proc.returncode == 2 and "changed since lock was applied" in proc.stderr
     (remote / "model.py").write_text(after)
     sleuth(d, "remedy", "revert", "model.py", "--target", name)
     assert (remote / "model.py").read_bytes() == MODEL.encode()

@@ -33,7 +33,10 @@ class Tmux:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True, timeout=30).stdout
 
     def start(self, command: str, size: tuple[int, int] = (140, 45)) -> None:
-        env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "TERM": "xterm-256color"}
+        # the terminal's size is tmux's: a COLUMNS/LINES from the caller (pytest-xdist's workers set
+        # 80×24) would win over it in the app
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env.update(PATH=f"{BIN}:{os.environ.get('PATH', '')}", TERM="xterm-256color")
         subprocess.run(
             ["tmux", "-L", self.socket, "new-session", "-d", "-s", "t", "-x", str(size[0]), "-y", str(size[1]), "-c", str(self.cwd),
              f"{command}; echo SLEUTH-EXIT=$?; sleep 600"],
