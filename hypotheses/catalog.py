@@ -204,7 +204,12 @@ def _parse_file(path: Path, source: str, catalog: Catalog) -> None:
                 try:
                     rules[which] = compile_rule(expr)
                 except RuleError as exc:
-                    raise loc.error(str(exc), expr, start) from None
+                    # one position, the right one: the file's line and the column of the fault
+                    # inside the rule (not the rule's start, nor Python's "line 1")
+                    line, col = loc.find(expr, start)
+                    if exc.column and loc.lines[line - 1].find(expr) >= 0:
+                        col += exc.column - 1
+                    raise CatalogError(loc.path, line, col, f"{which} rule {expr!r}: {exc.reason}") from None
             tests.append(
                 ProbeTest(
                     probe=probe["id"],

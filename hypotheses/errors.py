@@ -29,7 +29,14 @@ class CatalogError(HypothesisError):
 
 
 class RuleError(HypothesisError):
-    """A rule expression uses syntax outside the whitelist, or does not parse."""
+    """A rule expression uses syntax outside the whitelist, or does not parse. ``column``
+    (1-based, within the rule's text) says where, when it is known; ``reason`` is the message
+    without the rule, for a caller that says where itself (the catalog: file:line:col)."""
+
+    def __init__(self, source: str, reason: str, column: int | None = None) -> None:
+        where = f" at column {column}" if column else ""
+        super().__init__(f"rule {source!r}{where}: {reason}")
+        self.source, self.reason, self.column = source, reason, column
 
 
 class MissingField(HypothesisError, LookupError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,25 +80,31 @@ class Rule:
 
 def compile_rule(source: str) -> Rule:
     """Parse and check *source*; raise RuleError naming the first disallowed part."""
+    lead = len(source) - len(source.lstrip())  # columns count in the rule as written
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
-        raise RuleError(f"rule {source!r} does not parse: {exc.msg}") from None
+        # one position: the column in the rule (Python's "(detected at line 1)" says another)
+        msg = re.sub(r"\s*\(detected at line \d+\)", "", exc.msg or "invalid syntax")
+        end = len(source.strip()) + 1  # Python says offset 0 when the rule ends too soon: the end is where
+        column = min(exc.offset or end, end) + lead
+        if not exc.offset:
+            msg += " (the rule ends where more is needed)"
+        raise RuleError(source, f"does not parse: {msg}", column) from None
     names: set[str] = set()
     for node in ast.walk(tree):
+        column = getattr(node, "col_offset", -1) + 1 + lead or None
         if not isinstance(node, _ALLOWED):
-            raise RuleError(
-                f"rule {source!r} uses {_describe(node)}; rules may only use names, "
-                "numbers, strings, comparisons and and/or/not"
-            )
+            raise RuleError(source, f"uses {_describe(node)}; rules may only use names, "
+                            "numbers, strings, comparisons and and/or/not", column)
         if isinstance(node, ast.Name):
             if node.id.startswith("__"):
-                raise RuleError(f"rule {source!r} uses the dunder name {node.id!r}")
+                raise RuleError(source, f"uses the dunder name {node.id!r}", column)
             names.add(node.id)
         if isinstance(node, ast.Constant) and not isinstance(
             node.value, (int, float, str, bool, type(None))
         ):
-            raise RuleError(f"rule {source!r} uses a {type(node.value).__name__} constant")
+            raise RuleError(source, f"uses a {type(node.value).__name__} constant", column)
     return Rule(source=source, tree=tree, names=frozenset(names))
 
 
@@ -128,4 +135,4 @@ def _eval(node: ast.AST, fields: Mapping[str, Any]) -> Any:
                 return False
             left = right
         return True
-    raise RuleError(f"unexpected node {type(node).__name__}")  # compile_rule refused it
+    raise RuleError(ast.unparse(node), f"unexpected node {type(node).__name__}")  # compile_rule refused it

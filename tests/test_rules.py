@@ -54,3 +54,30 @@ def test_missing_field_is_reported_not_guessed():
     with pytest.raises(MissingField, match="fx_trace_errors"):
         rule.evaluate({"threads": 4})
     assert rule.names == {"threads", "fx_trace_errors"}
+
+
+@pytest.mark.parametrize(
+    ("rule", "column"),
+    [("threads >", 10), ("threads > 1 and", 16), ("a > > 1", 5), ("a == 'x", 6), ("a > 1 )", 7),
+     ("a > 1 and b.c", 11), ("  foo(1)", 3)],
+)
+def test_a_rule_error_names_one_position_the_right_one(rule, column):
+    """Issue 25 (friction): the column of the fault in the rule — the end, where the rule stops
+    too soon (Python says 0 there) — and no second position (Python's 'detected at line 1')."""
+    with pytest.raises(RuleError) as err:
+        compile_rule(rule)
+    assert err.value.column == column, str(err.value)
+    assert "line" not in str(err.value) and str(err.value).count("column") == 1
+
+
+def test_a_rule_error_in_a_catalog_file_points_at_the_fault_in_the_file(tmp_path):
+    from sleuth.hypotheses import CatalogError, load_catalog
+
+    path = tmp_path / "mine.toml"
+    path.write_text('[[hypothesis]]\nid = "h"\ntitle = "h"\n\n  [[hypothesis.probe]]\n  id = "p"\n'
+                    '  supports = "threads > 1 and"\n')
+    with pytest.raises(CatalogError) as err:
+        load_catalog([tmp_path])
+    line = '  supports = "threads > 1 and"'
+    assert str(err.value).startswith(f"{path}:7:{line.index('threads') + 1 + len('threads > 1 and')}: "), str(err.value)
+    assert "(detected at line" not in str(err.value)
