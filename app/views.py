@@ -30,6 +30,7 @@ __all__ = [
     "short_fields",
     "verified_by",
     "run_summary",
+    "drift_line",
 ]
 
 GLYPHS = STATUS_GLYPHS
@@ -322,6 +323,20 @@ def _size(n: float) -> str:
     return f"{n} B"
 
 
+def drift_line(run: Any) -> Text | None:
+    """A fingerprint's verdict against its baseline, said where the eye lands (the run's
+    header): what changed, or that nothing did; None for a run without a baseline."""
+    if not run.result.get("has_baseline"):
+        return None
+    base = run.params.get("baseline_run")
+    against = f"the baseline #{base}" if base else "the baseline"
+    changes = run.result.get("changes")
+    if isinstance(changes, list) and changes:
+        return Text(f"⇄ {len(changes)} change{'s' * (len(changes) != 1)} since {against}: {changes_text(changes)}",
+                    style="bold magenta")
+    return Text(f"= {against}: no drift", style="bold green")
+
+
 def run_summary(st: InvestigationState, run_id: int, lines: int, size: int, running_for: float | None = None) -> Text:
     """What a person needs first about a run: "completed in 36 s · 37 lines · 5.1 KB" (the
     protocol's detail is said after it, by the caller)."""
@@ -335,4 +350,8 @@ def run_summary(st: InvestigationState, run_id: int, lines: int, size: int, runn
         if run.duration is not None:
             text.append(f" in {run.duration:.1f} s" if run.duration < 10 else f" in {run.duration:.0f} s")
     text.append(f" · {lines:,} line{'s' * (lines != 1)} · {_size(size)}")
+    drift = drift_line(run)
+    if drift is not None:  # right after how it ended: a fingerprint is read for this
+        text.append(" · ")
+        text.append_text(drift)
     return text

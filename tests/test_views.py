@@ -84,3 +84,21 @@ def test_a_run_that_verified_a_remedy_is_marked_in_the_tree_and_the_timeline():
     assert "verified" not in str(run_label(st, 1))
     rows = [str(line) for _ts, line, run, _flag in timeline_rows(st) if run == 2]
     assert rows and "✔ verified lock #1: fixed (strong)" in rows[0]
+
+
+def test_a_fingerprint_says_its_drift_in_the_run_summary_where_the_eye_lands(inv):
+    """Issue 25 (friction): the drift against the baseline is in the run's first line, not
+    below the fold of the pinned records."""
+    from sleuth.app.views import run_summary
+
+    base = record_run(inv, "env-fingerprint", {"has_baseline": False, "drift": 0}, env_state())
+    same = record_run(inv, "env-fingerprint", {"has_baseline": True, "drift": 0, "changes": []}, env_state(),
+                      params={"baseline_run": base})
+    moved = record_run(inv, "env-fingerprint", {"has_baseline": True, "drift": 1, "changes": [
+        {"name": "torch", "before": "2.11.0+cu128", "after": "2.11.0+cu130"}]}, env_state(torch="2.11.0+cu130"),
+        params={"baseline_run": base})
+    st = inv.state
+    assert "baseline" not in str(run_summary(st, base, 5, 100))
+    assert f"= the baseline #{base}: no drift" in str(run_summary(st, same, 5, 100))
+    said = str(run_summary(st, moved, 5, 100))
+    assert f"⇄ 1 change since the baseline #{base}: torch 2.11.0+cu128 → 2.11.0+cu130" in said
