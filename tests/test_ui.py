@@ -359,8 +359,8 @@ def _tree_with_lock_applied(ws) -> tuple[dict[Path, bytes], int]:
     return before, app
 
 
-async def test_revert_from_the_ui_puts_back_every_file_of_a_tree_application(ws):
-    before, application = _tree_with_lock_applied(ws)
+async def _revert_in_the_ui(ws) -> tuple[bool, list[str]]:
+    """f on the applied lock, then v: (is the application still active, what was notified)."""
     app = SleuthApp.live(ws)
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, "remedy", "lock", "compile-race")
@@ -369,27 +369,24 @@ async def test_revert_from_the_ui_puts_back_every_file_of_a_tree_application(ws)
         assert isinstance(app.screen, RemedyDialog) and app.screen.can_revert
         await pilot.press("v")
         await settle(pilot)
-        assert {p.name: p.read_bytes() for p in before} == {p.name: b for p, b in before.items()}  # byte-exact, all
-        assert not app.inv.state.applications[application].active
-        said = [n.message for n in app._notifications]
-        assert any(f"reverted application #{application}: " in m and "files" in m and "features.py" in m for m in said), said
+        [application] = app.inv.state.applications.values()
+        return application.active, [n.message for n in app._notifications]
+
+
+async def test_revert_from_the_ui_puts_back_every_file_of_a_tree_application(ws):
+    before, application = _tree_with_lock_applied(ws)
+    active, said = await _revert_in_the_ui(ws)
+    assert {p.name: p.read_bytes() for p in before} == {p.name: b for p, b in before.items()}  # byte-exact, all
+    assert not active
+    assert any(f"reverted application #{application}: " in m and "files" in m and "features.py" in m for m in said), said
 
 
 async def test_revert_from_the_ui_touches_nothing_when_a_file_was_edited_since(ws):
     before, application = _tree_with_lock_applied(ws)
     features = ws.root / "drafter" / "features.py"
-    edited = features.read_bytes() + b"\n# tuned by hand\n"
-    features.write_bytes(edited)
+    features.write_bytes(features.read_bytes() + b"\n# tuned by hand\n")
     locked = {p: p.read_bytes() for p in before}
-    app = SleuthApp.live(ws)
-    async with app.run_test(size=SIZE) as pilot:
-        await select(pilot, "remedy", "lock", "compile-race")
-        await pilot.press("f")
-        await settle(pilot)
-        assert isinstance(app.screen, RemedyDialog) and app.screen.can_revert
-        await pilot.press("v")
-        await settle(pilot)
-        assert {p: p.read_bytes() for p in before} == locked  # nothing touched, the other module too
-        assert app.inv.state.applications[application].active  # and the session does not say reverted
-        said = [n.message for n in app._notifications]
-        assert any("features.py changed since lock was applied" in m and "nothing reverted" in m for m in said), said
+    active, said = await _revert_in_the_ui(ws)
+    assert {p: p.read_bytes() for p in before} == locked  # nothing touched, the other module too
+    assert active  # and the session does not say reverted
+    assert any("features.py changed since lock was applied" in m and "nothing reverted" in m for m in said), said
