@@ -258,6 +258,8 @@ def _agent_main(source_hash):
             send("w", run, warm(_json.loads(payload.decode()).get("modules", [])))
         elif kind == "Q":
             shutdown(0)
+        # "K" (and any kind this agent does not know) is ignored: the host sends K as output
+        # arrives, so each hop has data going our way to carry its ACK (probes/agent.py)
 
     sel.register(in_fd, _selectors.EVENT_READ, "control")
     _signal.signal(_signal.SIGHUP, lambda *a: shutdown(129))
