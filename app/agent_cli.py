@@ -10,20 +10,47 @@ import os
 import signal
 from pathlib import Path
 
+from ..probes import load_config
 from ..probes.broker import DEFAULT_IDLE_S, BrokerClient, BrokerError, broker_socket
 from ..probes.broker_server import serve
 from ..sessions import Workspace
+from .quick import code_digest
 
 __all__ = ["cmd_agent_serve", "cmd_agent_status", "cmd_agent_stop"]
 
 
+def _command(argv: list[str]) -> int:
+    """A command a client handed to the broker (app/quick.py), in a child forked from it."""
+    from .cli import main
+
+    return main(argv, here=True)
+
+
+def _preload() -> None:
+    """What the commands the broker serves import, imported once here: a forked child starts
+    with it (that is the point of serving them)."""
+    from ..probes import builtin_probes
+    from . import probe_cli, remedy_cli, session_cli  # noqa: F401
+    from .cli import _parser
+
+    _parser()
+    builtin_probes()
+    try:
+        ws = Workspace.find()
+        ws.catalog()  # the project's catalog and sleuth.toml, parsed once here
+        load_config(ws.config_path)
+    except Exception:  # noqa: BLE001 - a broken file is said by the command that reads it
+        pass
+
+
 def cmd_agent_serve(args: argparse.Namespace) -> int:
+    _preload()
     path = Path(args.socket) if args.socket else broker_socket(Workspace.find().dir)
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a polite kill closes the agents too
         signal.signal(sig, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         idle = args.idle if args.idle is not None else float(os.environ.get("SLEUTH_AGENT_IDLE", DEFAULT_IDLE_S))
-        asyncio.run(serve(path, idle))
+        asyncio.run(serve(path, idle, commands=_command, digest=code_digest()))
     except KeyboardInterrupt:
         pass
     return 0

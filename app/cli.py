@@ -236,9 +236,29 @@ def _demo_command(sub: Any, add: Any) -> None:
     p.add_argument("--force", action="store_true", help="use a non-empty directory (never overwriting a file sleuth did not write)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+_PARSER: list[argparse.ArgumentParser] = []
+
+
+def _parser() -> argparse.ArgumentParser:
+    """One parser per process (parsing does not change it): a child forked from the broker
+    finds it built."""
+    if not _PARSER:
+        _PARSER.append(build_parser())
+    return _PARSER[0]
+
+
+def main(argv: Sequence[str] | None = None, *, here: bool = False) -> int:
+    """Run one command. A later command of a project whose agent broker runs is handed to it
+    (app/quick.py: run in a child forked from the broker, with sleuth imported already) unless
+    *here*, or `--help`/`--version` are asked for."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not here and not {"-h", "--help", "--version"} & set(args_list):
+        from .quick import try_broker
+
+        served = try_broker(args_list)
+        if served is not None:
+            return served
+    args = _parser().parse_args(args_list)
     module, _, name = args.func.partition(":")
     try:
         handler = getattr(importlib.import_module(f".{module}", __package__), name)

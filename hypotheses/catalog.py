@@ -258,18 +258,37 @@ def _check_id(table: Any, loc: _Locator, what: str, after: int = 1) -> None:
         )
 
 
+_LOADED: dict[tuple, Catalog] = {}  # the files as they were (path, source, text) -> what they said
+
+
+def _files_key(files: list[tuple[Path, str]]) -> tuple:
+    # keyed by the text itself: reading a few small files costs nothing beside parsing them,
+    # and an edit is always seen (an mtime can stay the same within one clock tick)
+    return tuple((str(path), source, path.read_bytes()) for path, source in files)
+
+
 def load_catalog(user_dirs: Iterable[Path] = ()) -> Catalog:
-    """Load the built-in catalog, then each user directory's ``*.toml`` in name order."""
-    catalog = Catalog()
-    for path in sorted(BUILTIN_DIR.glob("*.toml")):
-        _parse_file(path, "builtin", catalog)
+    """Load the built-in catalog, then each user directory's ``*.toml`` in name order.
+
+    Parsed once per set of files and their texts (a file edited, added or removed is parsed
+    again): the agent broker loads it before it forks a command's child (app/quick.py), and
+    the UI reopens the same files often. The definitions are frozen; the mapping is a copy."""
+    files = [(path, "builtin") for path in sorted(BUILTIN_DIR.glob("*.toml"))]
     for directory in user_dirs:
         if directory.is_dir():
-            for path in sorted(directory.glob("*.toml")):
-                _parse_file(path, "user", catalog)
+            files += [(path, "user") for path in sorted(directory.glob("*.toml"))]
+    key = _files_key(files)
+    if key in _LOADED:
+        cached = _LOADED[key]
+        return Catalog(dict(cached.symptoms), dict(cached.hypotheses))
+    catalog = Catalog()
+    for path, source in files:
+        _parse_file(path, source, catalog)
     for hyp in catalog.hypotheses.values():
         for kind, other in hyp.links:
             if other not in catalog.hypotheses:
                 path, _, line = hyp.origin.rpartition(":")
                 raise CatalogError(path, int(line), 1, f"hypothesis {hyp.id!r} {kind} unknown hypothesis {other!r}")
-    return catalog
+    _LOADED.clear()  # only the latest set: an edited file's older parse is never wanted again
+    _LOADED[key] = catalog
+    return Catalog(dict(catalog.symptoms), dict(catalog.hypotheses))

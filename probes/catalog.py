@@ -72,11 +72,18 @@ def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
     )
 
 
+_BUILTIN: dict[tuple, dict[str, ProbeDef]] = {}
+
+
 def builtin_probes() -> dict[str, ProbeDef]:
-    found = {}
-    for path in sorted(SCRIPTS_DIR.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        probe = probe_from_file(path)
-        found[probe.id] = probe
-    return found
+    """The built-in probes, parsed once per set of files and their texts (see load_catalog)."""
+    paths = [p for p in sorted(SCRIPTS_DIR.glob("*.py")) if not p.name.startswith("_")]
+    key = tuple((str(p), p.read_bytes()) for p in paths)
+    if key not in _BUILTIN:
+        found = {}
+        for path in paths:
+            probe = probe_from_file(path)
+            found[probe.id] = probe
+        _BUILTIN.clear()
+        _BUILTIN[key] = found
+    return dict(_BUILTIN[key])

@@ -194,6 +194,15 @@ def load_config(path: Path | str | None) -> Config:
         return Config(None, targets)
     path = Path(path)
     text = path.read_text(encoding="utf-8")
+    # the same text as last time is not parsed again (the broker parses it before it forks a
+    # command): keyed by the text itself, so an edit is always seen (a file rewritten within
+    # one clock tick at the same size keeps its mtime)
+    key = (str(path.resolve()), text)
+    if key in _PARSED:
+        config = _PARSED[key]
+        for warning in config.warnings:
+            _warn(warning, path, text)
+        return config
     try:
         doc = tomlkit.parse(text).unwrap()
     except tomlkit.exceptions.ParseError as exc:
@@ -236,9 +245,14 @@ def load_config(path: Path | str | None) -> Config:
                               "(as fx-trace-state records them: q, k, v, block_mask, grad)")
         remedy_params[remedy] = dict(table)
     config = Config(path, targets, probe_params, remedy_params, broken)
+    _PARSED.clear()
+    _PARSED[key] = config
     for warning in config.warnings:
         _warn(warning, path, text)
     return config
+
+
+_PARSED: dict[tuple[str, str], Config] = {}
 
 
 _WARNED: set[str] = set()

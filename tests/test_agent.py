@@ -24,7 +24,7 @@ from test_transport import Sink, far_processes, probe, run, wait_gone
 AGENT_MARK = "_agent_boot"  # in the agent's argv (the constant loader)
 
 
-def agents_left(harness, seconds: float = 5.0) -> list[str]:
+def agents_left(harness, seconds: float = 15.0) -> list[str]:
     """Agents of this harness's interpreter still running (not those other tests' brokers keep)."""
     import time
 
