@@ -18,14 +18,20 @@ _ROOT = Path(__file__).resolve().parents[1]
 def _import_this_checkout() -> None:
     """The repository root is the package ``sleuth`` (pyproject's package-dir). Installed
     (``pip install -e .``), it imports as it is; in a fresh clone without an install, a link
-    named ``sleuth`` to the root goes first on sys.path and PYTHONPATH, so the tests and the
-    ``python -m sleuth`` they start import this checkout."""
+    named ``sleuth`` to the root goes first on sys.path and PYTHONPATH, and a ``sleuth``
+    command that runs this interpreter first on PATH, so the tests, the ``sleuth`` they run
+    and the ``python -m sleuth`` it starts import this checkout."""
     if importlib.util.find_spec("sleuth") is not None:
         return
     links = Path(tempfile.mkdtemp(prefix="sleuth-checkout-"))
     (links / "sleuth").symlink_to(_ROOT, target_is_directory=True)
     sys.path.insert(0, str(links))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(links), os.environ.get("PYTHONPATH")]))
+    command = links / "bin" / "sleuth"
+    command.parent.mkdir()
+    command.write_text(f"#!{sys.executable}\nimport sys\nfrom sleuth.app.cli import main\nsys.exit(main())\n")
+    command.chmod(0o755)
+    os.environ["PATH"] = f"{command.parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 _import_this_checkout()

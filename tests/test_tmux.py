@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).parent
+BIN = Path(shutil.which("sleuth") or Path(sys.executable).with_name("sleuth")).parent  # the installed sleuth (or conftest's)
 
 
 @pytest.fixture(autouse=True)

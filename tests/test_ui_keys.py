@@ -6,6 +6,7 @@ the demo's guide at 120×35, re-running a shell run."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from test_ui import SIZE, node_for, select, settle, text_of
 from textual.widgets import Button, Input, OptionList, Static
 from ui_sessions import _run, make_workspace, recorded_hunt
 
-BIN = Path(sys.executable).parent
+BIN = Path(shutil.which("sleuth") or Path(sys.executable).with_name("sleuth")).parent  # the installed sleuth (or conftest's)
 
 
 @pytest.mark.slow
