@@ -294,6 +294,15 @@ class _ExecServer:
             conn.close()
 
 
+def _can_reap() -> bool:
+    """Whether a child can be waited for on the loop (a pidfd), with no thread."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+        return True
+    except (AttributeError, OSError):
+        return False
+
+
 def _send(conn: socket.socket, reply: dict[str, Any]) -> None:
     try:
         conn.setblocking(True)
@@ -368,8 +377,9 @@ async def serve(path: Path, idle_s: float = DEFAULT_IDLE_S, commands: Callable[[
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
-    runner = _ExecServer(broker, path.with_suffix(".exec"), commands, digest) if commands is not None else None
-    if runner is not None:
+    runner = None
+    if commands is not None and _can_reap():  # no pidfd (Linux < 5.3): every command runs in its own process
+        runner = _ExecServer(broker, path.with_suffix(".exec"), commands, digest)
         runner.start()
     idle = asyncio.ensure_future(broker.watch_idle())
     try:
