@@ -89,6 +89,33 @@ def _brokers_started_by_these_tests(root: Path) -> list[int]:
     return found
 
 
+@pytest.fixture
+def no_idle_brokers(tmp_path_factory: pytest.TempPathFactory):
+    """Brokers that earlier tests of this process left idle are stopped first (their agents
+    run the same interpreter at the far end, so a test counting what is left would count
+    them: with files spread over workers, another file's tests may have run before)."""
+    import time
+
+    pids = _brokers_started_by_these_tests(tmp_path_factory.getbasetemp())
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 15
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
+        time.sleep(0.1)
+    yield
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     base = getattr(session.config, "_tmp_path_factory", None)
     if base is None:

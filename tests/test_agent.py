@@ -21,6 +21,8 @@ from sleuth.probes import AGENT_VERSION, AgentPool, HopChain, ProgramSpec, execu
 from sleuth.probes.agent import AGENT_SOURCE
 from test_transport import Sink, far_processes, probe, run, wait_gone
 
+# what a test here counts at the far end is its own: idle brokers of earlier tests are stopped
+pytestmark = pytest.mark.usefixtures("no_idle_brokers")
 AGENT_MARK = "_agent_boot"  # in the agent's argv (the constant loader)
 
 

@@ -17,6 +17,9 @@ import pytest
 from test_agent import agents_left
 from test_cli import SLEUTH, sleuth
 
+# what a test here counts at the far end is its own: idle brokers of earlier tests are stopped
+pytestmark = pytest.mark.usefixtures("no_idle_brokers")
+
 
 @pytest.fixture
 def project(tmp_path: Path, sshd) -> Path:
