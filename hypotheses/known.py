@@ -1,0 +1,156 @@
+"""Known upstream issues, as data: ``hypotheses/catalog/known/*.toml`` shipped with sleuth and
+a user's ``.sleuth/known/*.toml`` (same schema), one ``[[issue]]`` table an entry.
+
+Keys: ``id`` (``pytorch#126024``), ``title``, ``package``, ``affected`` (a PEP 440 specifier,
+matched with ``packaging``), ``fixed_in`` (absent while open), ``signature`` (regexes over a
+run's output or error text), ``explains`` (hypothesis ids), ``workarounds`` (remedy ids),
+``source`` (a URL), ``checked`` (the date the entry was last verified against upstream). A
+malformed entry is refused at load with ``path:line:col`` (CatalogError), as hypothesis files
+are. Pure: which entries apply to a set of measured versions, which signatures a text shows.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomlkit
+import tomlkit.exceptions
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .catalog import BUILTIN_DIR, _Locator
+from .errors import CatalogError
+
+__all__ = ["KNOWN_DIR", "KnownIssue", "applying", "load_known"]
+
+KNOWN_DIR = BUILTIN_DIR / "known"
+_KEYS = {"id", "title", "package", "affected", "fixed_in", "signature", "explains", "workarounds", "source", "checked"}
+_REQUIRED = ("id", "title", "package", "affected", "source", "checked")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*#[0-9]+$")
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    id: str
+    title: str
+    package: str
+    affected: SpecifierSet
+    fixed_in: Version | None
+    signature: tuple[re.Pattern[str], ...]
+    explains: tuple[str, ...]
+    workarounds: tuple[str, ...]
+    source: str
+    checked: datetime.date
+    origin: str  # path:line
+
+    def applies_to(self, version: str | None) -> bool:
+        """Whether the installed *version* of the package is in the affected range (PEP 440:
+        a local build tag such as +cu128 plays no part in a range)."""
+        if version is None:
+            return False
+        try:  # a nightly (2.4.0.dev20240417+cpu) is a pre-release: it counts
+            return self.affected.contains(Version(version), prereleases=True)
+        except InvalidVersion:
+            return False
+
+    def seen_in(self, text: str) -> bool:
+        return any(p.search(text) for p in self.signature)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "title": self.title, "package": self.package, "affected": str(self.affected),
+                "fixed_in": str(self.fixed_in) if self.fixed_in else None,
+                "signature": [p.pattern for p in self.signature], "explains": list(self.explains),
+                "workarounds": list(self.workarounds), "source": self.source, "checked": self.checked.isoformat(),
+                "origin": self.origin}
+
+
+def load_known(user_dirs: Iterable[Path] = ()) -> dict[str, KnownIssue]:
+    """The built-in entries, then each user directory's ``*.toml`` in name order (a user's
+    entry of the same id replaces the built-in one)."""
+    found: dict[str, KnownIssue] = {}
+    files = sorted(KNOWN_DIR.glob("*.toml"))
+    for directory in user_dirs:
+        if directory.is_dir():
+            files += sorted(directory.glob("*.toml"))
+    for path in files:
+        for entry in _parse(path):
+            found[entry.id] = entry
+    return found
+
+
+def applying(entries: Mapping[str, KnownIssue], versions: Mapping[str, str]) -> list[KnownIssue]:
+    """The entries whose package's measured version (*versions*: distribution name -> version,
+    as a run's state reports them) is in the affected range."""
+    return [e for e in entries.values() if e.applies_to(_version_of(versions, e.package))]
+
+
+def _version_of(versions: Mapping[str, str], package: str) -> str | None:
+    want = re.sub(r"[-_.]+", "-", package).lower()
+    for name, version in versions.items():
+        if re.sub(r"[-_.]+", "-", name).lower() == want:
+            return version
+    return None
+
+
+def _parse(path: Path) -> list[KnownIssue]:
+    text = path.read_text(encoding="utf-8")
+    loc = _Locator(path, text)
+    try:
+        doc = tomlkit.parse(text).unwrap()
+    except tomlkit.exceptions.ParseError as exc:
+        raise CatalogError(path, exc.line, exc.col, str(exc).split(" at line")[0]) from None
+    unknown = set(doc) - {"issue"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise loc.error(f"unknown top-level key {key!r} (a known-issues file holds [[issue]] tables)", key)
+    out = []
+    start = 1
+    for table in doc.get("issue", []):
+        start, _ = loc.find("[[issue]]", start)
+        here = f"{path}:{start}"
+        extra = sorted(set(table) - _KEYS)
+        if extra:
+            raise loc.error(f"unknown key {extra[0]!r} in [[issue]]; keys: {', '.join(sorted(_KEYS))}", extra[0], start)
+        for key in _REQUIRED:
+            if not isinstance(table.get(key), (str, datetime.date)) or not str(table.get(key)).strip():
+                raise loc.error(f"[[issue]] needs {key} = \"…\"", "[[issue]]", start)
+        ident = str(table["id"])
+        if not _ID.match(ident):
+            raise loc.error(f"id {ident!r}: expected PROJECT#NUMBER, e.g. pytorch#126024", ident, start)
+        try:
+            affected = SpecifierSet(str(table["affected"]))
+        except InvalidSpecifier:
+            raise loc.error(f"affected {table['affected']!r} is not a PEP 440 specifier (e.g. \">=2.0,<2.14\")",
+                            str(table["affected"]), start) from None
+        fixed = None
+        if table.get("fixed_in") is not None:
+            try:
+                fixed = Version(str(table["fixed_in"]))
+            except InvalidVersion:
+                raise loc.error(f"fixed_in {table['fixed_in']!r} is not a version", str(table["fixed_in"]), start) from None
+        signature = []
+        for pattern in table.get("signature", []):
+            try:
+                signature.append(re.compile(str(pattern)))
+            except re.error as exc:
+                raise loc.error(f"signature {pattern!r} is not a regular expression: {exc}", str(pattern), start) from None
+        checked = table["checked"]
+        if not isinstance(checked, datetime.date):
+            try:
+                checked = datetime.date.fromisoformat(str(checked))
+            except ValueError:
+                raise loc.error(f"checked {checked!r}: a date, YYYY-MM-DD", str(checked), start) from None
+        lists = {}
+        for key in ("explains", "workarounds"):
+            value = table.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise loc.error(f"{key} must be a list of ids", key, start)
+            lists[key] = tuple(value)
+        out.append(KnownIssue(ident, str(table["title"]), str(table["package"]), affected, fixed, tuple(signature),
+                              lists["explains"], lists["workarounds"], str(table["source"]), checked, here))
+        start += 1
+    return out
