@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("status", "session_cli:cmd_status", "the current investigation in a few lines")
 
+    p = add("known", "known_cli:cmd_known", "known upstream issues that apply to a target's measured versions")
+    p.add_argument("--target", default="local", help="whose versions are read now (default: local)")
+    p.add_argument("--all", action="store_true", help="the whole catalog, shipped and yours (.sleuth/known/*.toml)")
+    p.add_argument("--json", action="store_true")
+
     p = add("hypotheses", "session_cli:cmd_hypotheses", "list hypotheses with their derived status and evidence")
     p.add_argument("--json", action="store_true", help="print a JSON list")
 

@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 from .catalog import BUILTIN_DIR, _Locator
 from .errors import CatalogError
 
-__all__ = ["KNOWN_DIR", "KnownIssue", "applying", "load_known"]
+__all__ = ["KNOWN_DIR", "KnownIssue", "applying", "load_known", "version_of"]
 
 KNOWN_DIR = BUILTIN_DIR / "known"
 _KEYS = {"id", "title", "package", "affected", "fixed_in", "signature", "explains", "workarounds", "source", "checked"}
@@ -85,10 +85,11 @@ def load_known(user_dirs: Iterable[Path] = ()) -> dict[str, KnownIssue]:
 def applying(entries: Mapping[str, KnownIssue], versions: Mapping[str, str]) -> list[KnownIssue]:
     """The entries whose package's measured version (*versions*: distribution name -> version,
     as a run's state reports them) is in the affected range."""
-    return [e for e in entries.values() if e.applies_to(_version_of(versions, e.package))]
+    return [e for e in entries.values() if e.applies_to(version_of(versions, e.package))]
 
 
-def _version_of(versions: Mapping[str, str], package: str) -> str | None:
+def version_of(versions: Mapping[str, str], package: str) -> str | None:
+    """*package*'s version among measured distributions, names compared as pip does."""
     want = re.sub(r"[-_.]+", "-", package).lower()
     for name, version in versions.items():
         if re.sub(r"[-_.]+", "-", name).lower() == want:

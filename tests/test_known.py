@@ -74,3 +74,35 @@ def test_a_malformed_entry_is_refused_with_its_file_and_line(tmp_path: Path, bod
         load_known([d])
     assert str(err.value).startswith(f"{d / 'mine.toml'}:{line}:"), str(err.value)
     assert words in str(err.value)
+
+
+def test_sleuth_known_lists_what_applies_to_the_targets_measured_versions(tmp_path: Path):
+    """`sleuth known --target local --json`: the thread-safety entry with the torch measured now;
+    a user's entry for an installed package listed when its range holds the version, not
+    otherwise; a malformed one is exit 2 with file:line."""
+    import json
+    from importlib.metadata import version
+
+    import torch
+    from test_cli import sleuth
+
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    pytest_version = version("pytest")
+    (d / ".sleuth" / "known").mkdir()
+    (d / ".sleuth" / "known" / "mine.toml").write_text(
+        f'[[issue]]\nid = "acme/tools#1"\ntitle = "in range"\npackage = "pytest"\naffected = "=={pytest_version}"\n'
+        'source = "https://example.invalid/1"\nchecked = 2026-12-01\n\n'
+        '[[issue]]\nid = "acme/tools#2"\ntitle = "out of range"\npackage = "pytest"\naffected = "<1.0"\n'
+        'source = "https://example.invalid/2"\nchecked = 2026-12-01\n')
+    rows = {r["id"]: r for r in json.loads(sleuth(d, "known", "--target", "local", "--json").stdout)}
+    assert rows["pytorch#126024"]["measured"] == torch.__version__ and rows["pytorch#126024"]["fixed_in"] is None
+    assert rows["pytorch#126024"]["source"].endswith("/issues/126024")
+    assert rows["acme/tools#1"]["measured"] == pytest_version and "acme/tools#2" not in rows
+    text = sleuth(d, "known").stdout
+    assert f"local: torch {torch.__version__} is in >=2.0; no fixed-in release known" in text
+    assert {r["id"] for r in json.loads(sleuth(d, "known", "--all", "--json").stdout)} >= {"acme/tools#2", "pytorch#126024"}
+    (d / ".sleuth" / "known" / "bad.toml").write_text('[[issue]]\nid = "x#1"\naffected = "=>1"\n')
+    bad = sleuth(d, "known", check=2)
+    assert bad.stderr.startswith(f"sleuth: error: {d / '.sleuth' / 'known' / 'bad.toml'}:1:") and "needs title" in bad.stderr
