@@ -154,13 +154,19 @@ _LINK_KEYS = {"kind", "to"}
 _SYMPTOM_KEYS = {"id", "title", "text"}
 
 
-def _parse_file(path: Path, source: str, catalog: Catalog) -> None:
+def read_toml(path: Path) -> tuple[dict[str, Any], _Locator]:
+    """A catalog-style TOML file and a locator for its errors; a parse error is a
+    CatalogError at path:line:col (hypothesis files and known-issue files alike)."""
     text = path.read_text(encoding="utf-8")
-    loc = _Locator(path, text)
     try:
         doc = tomlkit.parse(text).unwrap()
     except tomlkit.exceptions.ParseError as exc:
         raise CatalogError(path, exc.line, exc.col, str(exc).split(" at line")[0]) from None
+    return doc, _Locator(path, text)
+
+
+def _parse_file(path: Path, source: str, catalog: Catalog) -> None:
+    doc, loc = read_toml(path)
     unknown = set(doc) - {"symptom", "hypothesis"}
     if unknown:
         key = sorted(unknown)[0]

@@ -17,13 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomlkit
-import tomlkit.exceptions
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .catalog import BUILTIN_DIR, _Locator
-from .errors import CatalogError
+from .catalog import BUILTIN_DIR, read_toml
 
 __all__ = ["KNOWN_DIR", "KnownIssue", "applying", "load_known", "version_of"]
 
@@ -98,12 +95,7 @@ def version_of(versions: Mapping[str, str], package: str) -> str | None:
 
 
 def _parse(path: Path) -> list[KnownIssue]:
-    text = path.read_text(encoding="utf-8")
-    loc = _Locator(path, text)
-    try:
-        doc = tomlkit.parse(text).unwrap()
-    except tomlkit.exceptions.ParseError as exc:
-        raise CatalogError(path, exc.line, exc.col, str(exc).split(" at line")[0]) from None
+    doc, loc = read_toml(path)
     unknown = set(doc) - {"issue"}
     if unknown:
         key = sorted(unknown)[0]
