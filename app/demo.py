@@ -27,6 +27,7 @@ from ..sessions import (
     write_postmortem,
 )
 from .errors import UsageError
+from .timeline import run_findings
 
 __all__ = ["cmd_demo"]
 
@@ -170,6 +171,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ]
         verdicts = ", ".join(verdicts) or "no evidence"
         print(f"    run #{data['run_id']} {probe}: {data['classification']} in {data['seconds']:.1f} s — {verdicts}")
+        for found in run_findings(inv.state, report.run):
+            if found["kind"] == "known":  # what upstream already knows of what this run saw
+                print(f"    ⓚ {found['text']}")
         return report
 
     agents = AgentPool(warm=("torch",))  # one resident agent runs every probe of the demo

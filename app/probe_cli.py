@@ -234,7 +234,7 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
         for ev in data["evidence"]:
             print(f"  {ev['verdict']} {ev['hypothesis']}")
         for found in data["findings"]:
-            print(f"  ⚑ {found['kind']}: {found['text']}")
+            print(f"  ⓚ {found['text']}" if found["kind"] == "known" else f"  ⚑ {found['kind']}: {found['text']}")
         if report.check.unknown:
             print(f"  before it ran, {report.check.unknown}: its state is unknown, so nothing was flagged")
         print(f"  full output: sleuth output {data['run_id']}  ({data['lines']['stdout']:,} + {data['lines']['stderr']:,} "

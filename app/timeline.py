@@ -18,6 +18,7 @@ from ..hypotheses import (
     describe_revisit,
     what_differed,
 )
+from ..hypotheses.known import describe_left, describe_match, fix_words
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
 
 __all__ = ["event_sentence", "fleet_retest_prompt", "observation_sentence", "retest_prompt", "run_findings",
@@ -41,6 +42,13 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         if isinstance(drift, list) and drift:
             line.append("  ⇄ " + changes_text(drift), style="magenta")
         rows.append((run.started_ts, run.started_seq, line, run.id, False))
+    for m in st.known_matches:
+        line = Text(f"{clock(m['ts'] - t0)} ⓚ #{m['run']} {m['id']} ", style="bold blue")
+        line.append(f"{m['package']} {m.get('measured')} in {m['affected']}: {m['title']}", style="blue")
+        rows.append((m["ts"], m["seq"], line, m["run"], False))
+    for m in st.known_left:
+        rows.append((m["ts"], m["seq"], Text(f"{clock(m['ts'] - t0)} ⓚ #{m['run']} " + describe_left(m), style="blue"),
+                     m["run"], False))
     for seen in st.observations:
         said = observation_sentence(seen)
         if said:
@@ -99,6 +107,9 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, str]]:
     drift = run.result.get("changes") if run.result.get("has_baseline") else None
     if isinstance(drift, list) and drift:
         out.append({"kind": "drift", "text": f"against the baseline: {changes_text(drift)}"})
+    known = st.known_for_run(run_id)
+    out += [{"kind": "known", "text": describe_match(m)} for m in known["matches"]]
+    out += [{"kind": "known", "text": describe_left(m)} for m in known["left"]]
     return out
 
 
@@ -173,6 +184,11 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
             " …" if len(members) > 8 else "")
     if kind == EventKind.FLEET_COMPARED:
         return f"fleet {d.get('fleet')} compared on {d.get('probe')}: {Comparison.from_dict(d).headline()}"
+    if kind == EventKind.KNOWN_MATCHED:
+        said = [f"matched {m['id']} ({m['package']} {m.get('measured')} in {m['affected']}; {fix_words(m)})"
+                for m in d.get("matches", [])]
+        said += [f"{m['id']} no longer applies: {m.get('why')}" for m in d.get("left", [])]
+        return f"{_probe_of(st, d.get('run'))} known upstream: " + "; ".join(said)
     return str(kind)
 
 

@@ -17,6 +17,7 @@ from ..hypotheses import (
     Evidence,
     InvestigationState,
 )
+from ..hypotheses.known import describe_left, describe_match, fix_words
 
 __all__ = [
     "GLYPHS",
@@ -96,6 +97,9 @@ def hypothesis_label(st: InvestigationState, h: str) -> Text:
             text.append(f"  {kind} {dst.split(':', 1)[1]}", style="italic cyan")
     if st.fixed_by(h):
         text.append("  fixed", style="bold green")
+    live = sorted({m["id"] for m in st.known_for(h) if m["applies_now"]})
+    if live:
+        text.append(f"  ⓚ {', '.join(live)}", style="blue")
     return text
 
 
@@ -189,6 +193,11 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
             run = st.runs[sel.run]
             text.append(f"run #{run.id} · {run.probe} on {run.target}\n", style="bold")
             text.append(f"{run.classification or 'running'}: {run.reason}\n")
+            known = st.known_for_run(run.id)
+            for m in known["matches"]:
+                text.append("ⓚ " + describe_match(m) + "\n", style="blue")
+            for m in known["left"]:
+                text.append("ⓚ " + describe_left(m) + "\n", style="blue")
             if step is not None and step.action != "none":
                 text.append("next:     ", style="bold dim")
                 text.append(step.text, style="bold")
@@ -245,6 +254,16 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
     if said:
         text.append("history:  ", style="bold dim")
         text.append(said + "\n", style="italic")
+    for i, m in enumerate(st.known_for(h)):
+        text.append("known:    " if i == 0 else "          ", style="bold dim")
+        text.append(f"{m['id']} ", style="bold blue")
+        where = f"matched by #{m['run']} on {m['target']}" + (" (its signature in the output)" if m.get("seen") else "")
+        if m["applies_now"]:
+            text.append(f"{m['package']} {m.get('measured')} in {m['affected']} · {fix_words(m)} · {where}\n", style="blue")
+        else:
+            text.append(f"no longer applies on {m['target']} ({where}, then the versions left {m['affected']}) · "
+                        f"{fix_words(m)}\n", style="dim")
+        text.append(f"          {m['title']} — {m['source']}\n", style="dim")
     if hyp.remedies:
         text.append("remedies: ", style="bold dim")
         applied = {a.remedy: a for a in st.applications.values() if a.active}

@@ -22,7 +22,8 @@ from packaging.version import InvalidVersion, Version
 
 from .catalog import BUILTIN_DIR, read_toml
 
-__all__ = ["KNOWN_DIR", "KnownIssue", "applying", "load_known", "version_of"]
+__all__ = ["KNOWN_DIR", "KnownIssue", "SignatureWatch", "applying", "describe_left", "describe_match", "fix_words",
+           "leaving", "load_known", "match_run", "version_of"]
 
 KNOWN_DIR = BUILTIN_DIR / "known"
 _KEYS = {"id", "title", "package", "affected", "fixed_in", "signature", "explains", "workarounds", "source", "checked"}
@@ -92,6 +93,94 @@ def version_of(versions: Mapping[str, str], package: str) -> str | None:
         if re.sub(r"[-_.]+", "-", name).lower() == want:
             return version
     return None
+
+
+class SignatureWatch:
+    """Watches a run's output as it streams (every stream) for the entries' signatures: the
+    first line that shows each, kept as an excerpt. A line split across two chunks is seen
+    whole (the end of the previous chunk is kept); once every signature was seen it stops
+    reading."""
+
+    TAIL = 4096
+
+    def __init__(self, entries: Mapping[str, KnownIssue]) -> None:
+        self._waiting = {e.id: e for e in entries.values() if e.signature}
+        self.seen: dict[str, str] = {}  # entry id -> the line that showed it
+        self._tail = ""
+
+    def feed(self, stream: str, data: bytes) -> None:
+        if not self._waiting:
+            return
+        text = self._tail + data.decode("utf-8", "replace")
+        for ident, entry in list(self._waiting.items()):
+            for pattern in entry.signature:
+                m = pattern.search(text)
+                if m is not None:
+                    start = text.rfind("\n", 0, m.start()) + 1
+                    end = text.find("\n", m.end())
+                    line = text[start:end if end >= 0 else len(text)].strip()
+                    self.seen[ident] = line if len(line) <= 300 else line[:297] + "…"
+                    del self._waiting[ident]
+                    break
+        self._tail = text[-self.TAIL:]
+
+
+def match_run(entries: Mapping[str, KnownIssue], versions: Mapping[str, str] | None,
+              seen: Mapping[str, str]) -> list[dict[str, object]]:
+    """The entries a finished run matches: its package's measured version is in the affected
+    range and, for an entry with a signature, the run's output showed it (*seen*: id -> the
+    line). Without measured versions nothing matches: a match is never a guess."""
+    if not versions:
+        return []
+    out = []
+    for e in applying(entries, versions):
+        if e.signature and e.id not in seen:
+            continue
+        out.append({**e.to_dict(), "measured": version_of(versions, e.package), "seen": seen.get(e.id)})
+    return out
+
+
+def leaving(entry: Mapping[str, object], versions: Mapping[str, str] | None) -> str | None:
+    """Why a recorded match (*entry*: a match's dict) no longer applies to *versions*: the
+    package left the affected range or is gone; None while it applies or nothing was measured."""
+    if not versions:
+        return None
+    package = str(entry["package"])
+    version = version_of(versions, package)
+    if version is None:
+        return f"{package} is not installed any more"
+    try:
+        inside = SpecifierSet(str(entry["affected"])).contains(Version(version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+    return None if inside else f"{package} {version} is outside {entry['affected']}"
+
+
+def fix_words(m: Mapping[str, object]) -> str:
+    """"fixed in 2.15.0", or "open: no fixed-in release known as of 2026-12-04"."""
+    if m.get("fixed_in"):
+        return f"fixed in {m['fixed_in']}"
+    return f"open: no fixed-in release known as of {m.get('checked')}"
+
+
+def describe_match(m: Mapping[str, object], *, with_source: bool = True) -> str:
+    """One match in words, the same everywhere (timeline, `probe run`, postmortem)."""
+    how = "its signature is in the output" if m.get("seen") else "no signature: the versions alone"
+    said = (f"known upstream issue {m['id']} ({m['package']} {m.get('measured')} is in {m['affected']}; "
+            f"{fix_words(m)}): {m['title']}; {how}")
+    explains = m.get("explains") or []
+    if explains:
+        said += f"; explains {', '.join(map(str, explains))}"  # type: ignore[arg-type]
+    workarounds = m.get("workarounds") or []
+    if workarounds:
+        said += f"; workarounds: {', '.join(map(str, workarounds))}"  # type: ignore[arg-type]
+    return said + (f" — {m['source']}" if with_source else "")
+
+
+def describe_left(m: Mapping[str, object]) -> str:
+    """An entry that stopped applying on a target: "pytorch#1 no longer applies on ct200:
+    torch 2.15.0 is outside >=2.0,<2.15 (fixed in 2.15.0)"."""
+    return f"known upstream issue {m['id']} no longer applies on {m.get('target')}: {m.get('why')} ({fix_words(m)})"
 
 
 def _parse(path: Path) -> list[KnownIssue]:

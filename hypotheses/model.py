@@ -85,6 +85,12 @@ class InvestigationState(StateQueries):
         self._known_state: dict[str, tuple[dict[str, Any], dict[str, str]] | None] = {}
         self._history: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (target, part)
         self._refuted_at: dict[str, str | None] = {}  # hypothesis -> state key of refuting run
+        # Known upstream issues matched by runs (known.matched): evidence of its own kind, never
+        # an experiment's verdict, so status() does not read it.
+        self.known_matches: list[dict[str, Any]] = []  # each match with its run, target, state key
+        self.known_left: list[dict[str, Any]] = []  # an entry that stopped applying on a target
+        self._known_by_run: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        self._known_live: dict[tuple[str, str], bool] = {}  # (target, entry id) -> applies now
         self._handlers: dict[str, Callable[[Event], None]] = {
             EventKind.INVESTIGATION_CREATED: self._created,
             EventKind.SYMPTOM_ADDED: self._symptom,
@@ -105,6 +111,7 @@ class InvestigationState(StateQueries):
             EventKind.STATE_OBSERVED: self._observed,
             EventKind.FLEET_EXPANDED: self._fleet_expanded,
             EventKind.FLEET_COMPARED: self._fleet_compared,
+            EventKind.KNOWN_MATCHED: self._known_matched,
         }
 
     # ---------------------------------------------------------------- folding
@@ -344,6 +351,28 @@ class InvestigationState(StateQueries):
 
     def _fleet_compared(self, e: Event) -> None:
         self.comparisons.append({**e.data, "seq": e.seq, "ts": e.ts})
+
+    def _known_matched(self, e: Event) -> None:
+        d = e.data
+        run = self.runs.get(d["run"])
+        target = d.get("target") or (run.target if run else "")
+        state_key = run.state_key if run else None
+        said = self._known_by_run.setdefault(d["run"], {"matches": [], "left": []})
+        for m in d.get("matches", []):
+            match = {**m, "run": d["run"], "target": target, "state_key": state_key, "seq": e.seq, "ts": e.ts}
+            self.known_matches.append(match)
+            said["matches"].append(match)
+            self._known_live[(target, m["id"])] = True
+            self._node(f"known:{m['id']}", kind="known", title=m.get("title", ""))
+            self._edge(f"run:{d['run']}", f"known:{m['id']}", "matched")
+            for h in m.get("explains", []):
+                if h in self.hypotheses:
+                    self._edge(f"known:{m['id']}", f"hyp:{h}", "explains")
+        for m in d.get("left", []):
+            left = {**m, "run": d["run"], "target": target, "state_key": state_key, "seq": e.seq, "ts": e.ts}
+            self.known_left.append(left)
+            said["left"].append(left)
+            self._known_live[(target, m["id"])] = False
 
     def _baseline(self, e: Event) -> None:
         self.baselines[e.data["target"]] = e.data["run"]

@@ -46,6 +46,10 @@ class StateQueries:
     _known_state: dict[str, tuple[dict[str, Any], dict[str, str]] | None]
     _history: dict[tuple[str, str], list[tuple[str, int]]]
     _refuted_at: dict[str, str | None]
+    known_matches: list[dict[str, Any]]
+    known_left: list[dict[str, Any]]
+    _known_by_run: dict[int, dict[str, list[dict[str, Any]]]]
+    _known_live: dict[tuple[str, str], bool]
 
     # ---------------------------------------------------------------- queries
 
@@ -206,6 +210,27 @@ class StateQueries:
                 found.append((part, earlier[-1], history[-2][1]))
         return found
 
+    def known_for_run(self, run: int) -> dict[str, list[dict[str, Any]]]:
+        """The known upstream issues run #*run* matched, and those that stopped applying at it."""
+        said = self._known_by_run.get(run)
+        return {"matches": list(said["matches"]), "left": list(said["left"])} if said else {"matches": [], "left": []}
+
+    def known_for(self, hypothesis: str) -> list[dict[str, Any]]:
+        """The latest match of each known upstream issue that explains *hypothesis* (on any
+        target), with ``applies_now``: whether that target's latest run still matched it
+        (False once its versions left the affected range). Evidence of its own kind: a match
+        says upstream knows this failure in these versions; it is never an experiment."""
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        for m in self.known_matches:
+            if hypothesis in m.get("explains", ()):
+                latest[(m["target"], m["id"])] = m
+        return [{**m, "applies_now": self._known_live.get(key, True)} for key, m in latest.items()]
+
+    def known_live(self, target: str, entry: str) -> bool | None:
+        """Whether known issue *entry* applied at *target*'s latest run that spoke of it; None if
+        no run on *target* ever matched it."""
+        return self._known_live.get((target, entry))
+
     def children(self, hypothesis: str) -> list[str]:
         return [h.id for h in self.hypotheses.values() if ("refines", hypothesis) in h.links]
 
@@ -231,6 +256,8 @@ class StateQueries:
             "probes": [t.probe for t in hyp.probes],
             "remedies": list(hyp.remedies),
             "evidence": self.evidence_counts(hyp.id),
+            "known": [{"id": m["id"], "target": m["target"], "run": m["run"], "applies_now": m["applies_now"],
+                       "fixed_in": m.get("fixed_in"), "source": m.get("source")} for m in self.known_for(hyp.id)],
             "explains": list(hyp.explains),
             "links": links,
             "refines": self.parent(hyp.id),
@@ -250,5 +277,6 @@ class StateQueries:
                 "flags": [f.to_dict() for f in self.flags],
                 "notes": self.notes,
                 "baselines": self.baselines,
+                "known": [{k: v for k, v in m.items() if k not in ("seq", "ts")} for m in self.known_matches],
             }
         )

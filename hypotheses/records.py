@@ -52,6 +52,7 @@ class EventKind(StrEnum):
     STATE_OBSERVED = "state.observed"
     FLEET_EXPANDED = "fleet.expanded"
     FLEET_COMPARED = "fleet.compared"
+    KNOWN_MATCHED = "known.matched"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ..hypotheses import (
     state_changes,
     state_key_of_parts,
 )
+from ..hypotheses.known import KnownIssue, leaving, match_run
 from .capture import CaptureWriter
 from .errors import InvestigationError
 from .exchange import export_session
@@ -59,6 +60,9 @@ class Investigation(RunJudging):
         self.store = store
         self.state = state
         self.clock: Callable[[], float] = time.time  # the time events are recorded at
+        # the known upstream issues runs are matched against (hypotheses/known.py); the
+        # workspace sets them when it opens the investigation
+        self.known: Mapping[str, KnownIssue] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -361,8 +365,11 @@ class Investigation(RunJudging):
         ts: float | None = None,
         exit_status: int | None = None,
         signal: str | None = None,
+        seen: Mapping[str, str] | None = None,
     ) -> RunInfo:
-        """Record how a run ended, then the evidence it gives, verifications and flags."""
+        """Record how a run ended, then the evidence it gives, verifications and flags, and
+        the known upstream issues it matches (*seen*: entry id -> the output line that showed
+        its signature, from a :class:`~hypotheses.known.SignatureWatch`)."""
         info = self._run(run)
         if info.classification is not None:
             raise InvestigationError(f"run #{run} already finished ({info.classification})")
@@ -399,7 +406,32 @@ class Investigation(RunJudging):
                     },
                 )
             self._judge(info, classification, fields)
+            self._match_known(info, state, seen or {})
         return info
+
+    def _match_known(self, info: RunInfo, state: Mapping[str, Any] | None, seen: Mapping[str, str]) -> None:
+        """Record the known upstream issues this run matches (versions measured by the run in
+        range, and the signature seen where the entry has one), and the ones an earlier run on
+        this target matched that no longer apply (the versions left the range): like drift,
+        a match belongs to the state it was seen in."""
+        versions = ((state or {}).get("env") or {}).get("distributions") if state else None
+        if not isinstance(versions, dict) or not versions:
+            return  # nothing measured: no match and no leaving, never a guess
+        matches = match_run(self.known, versions, seen)
+        matched = {m["id"] for m in matches}
+        left = []
+        st = self.state
+        earlier = {m["id"]: m for m in st.known_matches if m["target"] == info.target}
+        for ident, m in earlier.items():
+            if ident in matched or st.known_live(info.target, ident) is False:
+                continue
+            why = leaving(m, versions)
+            if why is not None:
+                left.append({k: m.get(k) for k in ("id", "title", "package", "affected", "fixed_in", "source",
+                                                    "checked", "explains")} | {"why": why})
+        if matches or left:
+            self._record(EventKind.KNOWN_MATCHED, {"run": info.id, "target": info.target, "matches": matches,
+                                                   "left": left})
 
     # ------------------------------------------------------------ remedies
 

@@ -197,6 +197,8 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines.append(f"| #{run.id} | {run.probe} | {run.classification} | {_esc(fields)} | **{e.verdict}** |")
         lines.append("")
 
+    lines += _known_section(st)
+
     lines += ["## Flags", ""]
     if not st.flags:
         lines += ["None: no check was repeated with nothing changed.", ""]
@@ -232,6 +234,47 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
     return "\n".join(lines) + "\n"
+
+
+def _known_section(st: Any) -> list[str]:
+    """What upstream already knows: each known issue a run matched, per target, with the
+    versions measured, the fix (or that none is known), whether it still applies in that
+    target's latest state, and the source. Evidence of its own kind: no status rests on it."""
+    if not st.known_matches:
+        return []
+    out = ["## Known upstream issues", "",
+           "A match means a run on that target measured a version in the issue's affected range and, where the issue "
+           "has a signature, its output showed it. It is what upstream already knows, not an experiment: no status "
+           "above rests on it.", "",
+           "| issue | target | measured | affected | fix | matched by | applies now | explains |",
+           "|---|---|---|---|---|---|---|---|"]
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    first: dict[tuple[str, str], int] = {}
+    for m in st.known_matches:
+        latest[(m["target"], m["id"])] = m
+        first.setdefault((m["target"], m["id"]), m["run"])
+    left = {(m["target"], m["id"]): m for m in st.known_left}
+    for key, m in latest.items():
+        runs = sorted({x["run"] for x in st.known_matches if (x["target"], x["id"]) == key})
+        shown = ", ".join(f"#{r}" for r in runs[:6]) + (f" and {len(runs) - 6} more" if len(runs) > 6 else "")
+        gone = left.get(key)
+        now = (f"no: {gone['why']} (#{gone['run']})" if gone is not None and gone["seq"] > m["seq"] else "yes")
+        fix = f"fixed in {m['fixed_in']}" if m.get("fixed_in") else f"none known (open as of {m.get('checked')})"
+        out.append(f"| [{m['id']}]({m['source']}) | {m['target']} | {m['package']} {m.get('measured')} | "
+                   f"{_esc(str(m['affected']))} | {fix} | {shown} | {_esc(now)} | {', '.join(m.get('explains', []))} |")
+    out.append("")
+    said: set[str] = set()
+    for m in latest.values():
+        if m["id"] in said:
+            continue
+        said.add(m["id"])
+        out.append(f"- **{m['id']}**: {_esc(m['title'])}. Source: {m['source']} (checked {m.get('checked')})")
+        if m.get("seen"):
+            out.append(f"  - seen in the output of #{first[(m['target'], m['id'])]}: `{m['seen'].replace('`', chr(39))}`")
+        if m.get("workarounds"):
+            out.append(f"  - workarounds sleuth ships: {', '.join(m['workarounds'])}")
+    out.append("")
+    return out
 
 
 def _fleet_section(st: Any) -> list[str]:
@@ -290,6 +333,13 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
     for d in st.comparisons:
         rows.append(((d["ts"], d["seq"]), f"| {_t(d['ts'], t0)} | fleet {d['fleet']} compared ({d.get('probe')}) | "
                                           f"{len(d.get('runs', {}))} members | {_esc(Comparison.from_dict(d).headline())} |"))
+    for m in st.known_matches:
+        rows.append(((m["ts"], m["seq"]), f"| {_t(m['ts'], t0)} | known upstream issue {m['id']} matched by #{m['run']} | "
+                                          f"{m['target']} | {_esc(m['package'] + ' ' + str(m.get('measured')))} in "
+                                          f"{_esc(str(m['affected']))} |"))
+    for m in st.known_left:
+        rows.append(((m["ts"], m["seq"]), f"| {_t(m['ts'], t0)} | known upstream issue {m['id']} no longer applies "
+                                          f"(#{m['run']}) | {m['target']} | {_esc(m['why'])} |"))
     for seen in st.observations:
         if seen.get("changes"):
             said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hypotheses import PreRunCheck, fingerprint_changes
+from ..hypotheses.known import SignatureWatch
 from ..probes import ProgramSpec, Runner, RunOutcome, Target, execute
 from ..probes.catalog import ProbeDef
 from .errors import CircularRetest
@@ -68,8 +69,20 @@ class RunReport:
             "state_before": "unknown: " + self.check.unknown if self.check.unknown else
             ("measured" if self.check.measured else "predicted"),
             "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in inv.state.verdict_per_hypothesis(self.run)],
+            "known": known_json(inv.state.known_for_run(self.run)),
             "seconds": round(self.outcome.seconds, 3),
         }
+
+
+def known_json(said: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A run's known upstream issues as `probe run --json` gives them: each match (``status``
+    "matched") and each entry that stopped applying at it (``status`` "no longer applies")."""
+    keys = ("id", "title", "package", "measured", "affected", "fixed_in", "source", "checked", "explains",
+            "workarounds", "seen")
+    out = [{"status": "matched", **{k: m.get(k) for k in keys}} for m in said["matches"]]
+    out += [{"status": "no longer applies", **{k: m.get(k) for k in keys if k in m}, "why": m.get("why")}
+            for m in said["left"]]
+    return out
 
 
 def request_for_probe(inv: Investigation, probe: ProbeDef, target: Target, params: dict[str, Any]) -> RunRequest:
@@ -189,9 +202,11 @@ async def run_probe(
     capture = inv.capture(start.run)
     completed = False
     watch = FindingWatch()  # what the output says of the target's environment (said once per target)
+    signatures = SignatureWatch(inv.known)  # the known upstream issues' signatures, as output streams
 
     def output(stream: str, data: bytes) -> None:
         watch.feed(stream, data)
+        signatures.feed(stream, data)
         if on_output is not None:
             on_output(stream, data)
 
@@ -211,7 +226,8 @@ async def run_probe(
         capture.close(complete=completed)
         if not completed:  # interrupted here (Ctrl-C): still one classification, never lost
             inv.finish_run(
-                start.run, "killed", "sleuth itself was interrupted while the run was going", [], None, capture.lines
+                start.run, "killed", "sleuth itself was interrupted while the run was going", [], None, capture.lines,
+                seen=signatures.seen,
             )
     if request.compares:
         outcome.records = with_drift(outcome.records, request.baseline)
@@ -224,6 +240,7 @@ async def run_probe(
         outcome.lines,
         exit_status=outcome.exit_status,
         signal=outcome.signal,
+        seen=signatures.seen,
     )
     for finding in watch.seen:
         inv.record_finding(target.name, finding.id, finding.sentence, start.run)

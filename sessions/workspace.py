@@ -6,6 +6,7 @@ Layout::
     .sleuth/current             the file name of the current investigation
     .sleuth/<name>.sleuth       one SQLite session file per investigation
     .sleuth/hypotheses/*.toml   the user's own hypotheses (catalog schema)
+    .sleuth/known/*.toml        the user's own known upstream issues (hypotheses/known.py)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 from ..hypotheses import Catalog, load_catalog
+from ..hypotheses.known import KnownIssue, load_known
 from .investigation import Investigation, InvestigationError
 
 __all__ = ["Workspace"]
@@ -48,6 +50,15 @@ class Workspace:
     def catalog(self) -> Catalog:
         return load_catalog([self.user_hypotheses])
 
+    @property
+    def user_known(self) -> Path:
+        return self.dir / "known"
+
+    def known(self) -> dict[str, KnownIssue]:
+        """The known upstream issues: sleuth's and the user's (``.sleuth/known/*.toml``); a
+        malformed entry is a CatalogError naming path:line."""
+        return load_known([self.user_known])
+
     def current_path(self) -> Path | None:
         marker = self.dir / "current"
         if marker.is_file():
@@ -75,7 +86,9 @@ class Workspace:
     def create(self, title: str) -> Investigation:
         catalog = self.catalog()
         path = self.new_path(title)
+        known = self.known()
         inv = Investigation.create(path, title, catalog)
+        inv.known = known
         self.set_current(path)
         return inv
 
@@ -83,8 +96,11 @@ class Workspace:
         """The investigation at *explicit*, else the current one (made if none and *create*:
         only `init` and `new` start one; reading never does)."""
         catalog = self.catalog()
+        known = self.known()
         if explicit is not None:
-            return Investigation.open(self.resolve(explicit), catalog)
+            inv = Investigation.open(self.resolve(explicit), catalog)
+            inv.known = known
+            return inv
         path = self.current_path()
         if path is None:
             if not create:
@@ -93,7 +109,9 @@ class Workspace:
                     "or pass --session PATH"
                 )
             return self.create("investigation")
-        return Investigation.open(path, catalog)
+        inv = Investigation.open(path, catalog)
+        inv.known = known
+        return inv
 
     @staticmethod
     def newest_in(directory: Path) -> Path:

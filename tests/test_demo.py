@@ -23,7 +23,15 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     said = re.search(r"verifies the lock fixed compile-race \(0 of (\d+) trials failed after; (\d+) of (\d+) before; "
                      r"the chance of \d+ clean trials if nothing had changed is ([0-9.<> ]+) — strong\)", out)
     assert said and said.group(1) == asked.group(1) and int(said.group(2)) >= 1, out
+    # what upstream already knows of the race, said where the run that showed it is
+    assert re.search(r"run #2 compile-race: .*\n    ⓚ known upstream issue pytorch#126024 \(torch [^ ]+ is in >=2\.0; "
+                     r"open: no fixed-in release known as of [0-9-]+\): .*its signature is in the output; explains "
+                     r"compile-race.* — https://github.com/pytorch/pytorch/issues/126024", out), out
     md = (tmp_path / "hunt" / "postmortem.md").read_text()
+    known = md.split("## Known upstream issues")[1].split("\n## ")[0]
+    assert re.search(r"^\| \[pytorch#126024\]\(https://github.com/pytorch/pytorch/issues/126024\) \| local \| torch "
+                     r"\S+ \| >=2\.0 \| none known \(open as of [0-9-]+\) \| #2(, #6)? \| yes \|", known, re.M), known
+    assert "seen in the output of #2: `RuntimeError: Detected that you are using FX to symbolically trace" in known
     summary = md.split("## Hypotheses")[0]
     assert "Root cause: **compile race** — confirmed" in summary
     assert "Fix: the **lock** remedy" in summary and f"- How strong: 0 of {asked.group(1)} trials failed after" in summary
@@ -43,6 +51,8 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
             yield from walk(n.get("refinements", []))
 
     hyps = list(walk(json.loads(sleuth(tmp_path / "hunt", "hypotheses", "--json").stdout)))
+    race = next(h for h in hyps if h["id"] == "compile-race")
+    assert [k["id"] for k in race["known"]] == ["pytorch#126024"] and race["status"] == "confirmed"
     check_postmortem(md, {h["id"]: h["status"] for h in hyps}, {h["id"]: h["title"] for h in hyps})
     for link in re.findall(r"\(\[output\]\]?\(([^)]+)\)", md) or re.findall(r"\[output\]\(([^)]+)\)", md):
         assert (tmp_path / "hunt" / link).is_file()

@@ -106,3 +106,115 @@ def test_sleuth_known_lists_what_applies_to_the_targets_measured_versions(tmp_pa
     (d / ".sleuth" / "known" / "bad.toml").write_text('[[issue]]\nid = "x#1"\naffected = "=>1"\n')
     bad = sleuth(d, "known", check=2)
     assert bad.stderr.startswith(f"sleuth: error: {d / '.sleuth' / 'known' / 'bad.toml'}:1:") and "needs title" in bad.stderr
+
+
+# ------------------------------------------------------------------ matching runs (evidence)
+
+def _entry_toml(ident: str, package: str, affected: str, *, signature: str | None = None, fixed_in: str | None = None,
+                explains: str = "compile-race") -> str:
+    return (f'[[issue]]\nid = "{ident}"\ntitle = "{ident} title"\npackage = "{package}"\naffected = "{affected}"\n'
+            + (f'fixed_in = "{fixed_in}"\n' if fixed_in else "")
+            + (f"signature = ['{signature}']\n" if signature else "")
+            + f'explains = ["{explains}"]\nworkarounds = ["lock"]\nsource = "https://example.invalid/{ident}"\n'
+              'checked = 2026-12-01\n\n')
+
+
+def _finish(inv, state, seen=None, probe="script:mine.py", target="local") -> int:
+    start = inv.begin_run(probe, {}, target)
+    inv.finish_run(start.run, "completed", "done", [{"kind": "done"}], state, {"stdout": 1, "stderr": 0}, seen=seen)
+    return start.run
+
+
+def _state(**dists: str) -> dict:
+    return {"env": {"python": "3.11.7", "distributions": dict(dists)}, "code": "c0", "caches": {}}
+
+
+def test_a_match_is_evidence_of_its_own_kind_in_its_state_and_stops_applying_when_the_versions_leave(tmp_path: Path):
+    """A run whose measured version is in range and whose output shows the signature records a
+    match for the hypotheses the entry explains; it never changes a status (no experiment
+    ran); an entry with a signature the output did not show is no match; when the versions
+    leave the range (an upgrade) the entry stops applying, said once, and a replay says the
+    same."""
+    from sleuth.hypotheses.known import SignatureWatch
+    from sleuth.sessions import Investigation
+
+    d = _user(tmp_path, _entry_toml("acme/demo#7", "demo-pkg", ">=1.0,<2.0", signature=r"LeakError: \d+ handles",
+                                    fixed_in="2.0")
+              + _entry_toml("acme/demo#8", "demo-pkg", ">=1.0", explains="version-drift"))
+    known = load_known([d])
+    inv = Investigation.create(tmp_path / "s.sleuth", "t", load_catalog())
+    inv.known = known
+    watch = SignatureWatch(known)
+    for chunk in (b"step 1 ok\nLeakErr", b"or: 3 handles open at exit\nstep 2\n"):  # the line split across chunks
+        watch.feed("stderr", chunk)
+    assert watch.seen == {"acme/demo#7": "LeakError: 3 handles open at exit"}
+
+    quiet = _finish(inv, _state(**{"demo_pkg": "1.4"}))  # no signature in its output: only the signature-less entry
+    assert [m["id"] for m in inv.state.known_for_run(quiet)["matches"]] == ["acme/demo#8"]
+    first = _finish(inv, _state(**{"demo_pkg": "1.4"}), seen=watch.seen)
+    matched = {m["id"]: m for m in inv.state.known_for_run(first)["matches"]}
+    assert set(matched) == {"acme/demo#7", "acme/demo#8"}
+    assert matched["acme/demo#7"]["measured"] == "1.4" and matched["acme/demo#7"]["seen"].startswith("LeakError: 3")
+    assert matched["acme/demo#7"]["state_key"] == inv.state.runs[first].state_key
+    assert inv.state.status("compile-race") == "open"  # a match is not an experiment
+    summary = inv.state.hypothesis_summary("compile-race")
+    assert [k["id"] for k in summary["known"]] == ["acme/demo#7"] and summary["known"][0]["applies_now"]
+    assert inv.state.evidence_counts("compile-race") == {"supports": 0, "refutes": 0, "inconclusive": 0}
+
+    upgraded = _finish(inv, _state(**{"demo-pkg": "2.0"}), seen=watch.seen)  # the same text, a fixed version
+    said = inv.state.known_for_run(upgraded)
+    assert [m["id"] for m in said["matches"]] == ["acme/demo#8"]
+    assert [(m["id"], m["why"]) for m in said["left"]] == [("acme/demo#7", "demo-pkg 2.0 is outside <2.0,>=1.0")]
+    assert [k["applies_now"] for k in inv.state.known_for("compile-race")] == [False]
+    again = _finish(inv, _state(**{"demo-pkg": "2.0"}))
+    assert inv.state.known_for_run(again)["left"] == []  # said once, at the run where it left
+    unknown = _finish(inv, None)  # nothing measured: no match, no leaving, never a guess
+    assert inv.state.known_for_run(unknown) == {"matches": [], "left": []}
+    inv.close()
+    replayed = Investigation.replay(tmp_path / "s.sleuth")
+    assert replayed.state.known_for("compile-race") == inv.state.known_for("compile-race")
+    replayed.close()
+
+
+def test_probe_run_says_the_match_in_text_and_json_and_the_postmortem_lists_it_with_its_source(tmp_path: Path):
+    """Through the CLI on the local target: a script whose output shows a user entry's
+    signature, for a package installed there (pytest): `probe run` says the match (text and
+    --json), `hypotheses --json` carries it, the status stays open, and the postmortem has a
+    "Known upstream issues" section with the source."""
+    import json
+    from importlib.metadata import version
+
+    from test_cli import sleuth
+
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    v = version("pytest")
+    (d / ".sleuth" / "known").mkdir()
+    (d / ".sleuth" / "known" / "mine.toml").write_text(
+        _entry_toml("acme/tools#1", "pytest", f"=={v}", signature=r"LeakError: \d+ handles"))
+    script = tmp_path / "leaky.py"
+    script.write_text("import sys\nprint('LeakError: 3 handles open at exit', file=sys.stderr)\nemit('result', ok=1)\n")
+    text = sleuth(d, "probe", "run", "--script", str(script), "--target", "local").stdout
+    assert (f"ⓚ known upstream issue acme/tools#1 (pytest {v} is in =={v}; open: no fixed-in release known as of "
+            "2026-12-01): acme/tools#1 title; its signature is in the output; explains compile-race") in text
+    assert "https://example.invalid/acme/tools#1" in text
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text("emit('result', ok=1)\n")
+    data = json.loads(sleuth(d, "probe", "run", "--script", str(quiet), "--target", "local", "--json").stdout)
+    assert data["known"] == []  # its signature not in this run's output: no match
+    data = json.loads(sleuth(d, "probe", "run", "--script", str(script), "--target", "local", "--json",
+                             "--force").stdout)
+    [m] = data["known"]
+    assert (m["status"], m["id"], m["measured"], m["fixed_in"], m["seen"]) == (
+        "matched", "acme/tools#1", v, None, "LeakError: 3 handles open at exit")
+    assert [f["kind"] for f in data["findings"]].count("known") == 1
+    hyps = {h["id"]: h for h in json.loads(sleuth(d, "hypotheses", "--json").stdout)}
+    assert hyps["compile-race"]["status"] == "open" and [k["id"] for k in hyps["compile-race"]["known"]] == ["acme/tools#1"]
+    out = tmp_path / "pm.md"
+    sleuth(d, "export", "--format", "markdown", "-o", str(out))
+    md = out.read_text()
+    section = md[md.index("## Known upstream issues"):]
+    section = section[:section.index("\n## ", 3)]
+    assert f"| [acme/tools#1](https://example.invalid/acme/tools#1) | local | pytest {v} | =={v} | none known" in section
+    assert "| #1, #3 | yes | compile-race |" in section

@@ -390,3 +390,32 @@ async def test_revert_from_the_ui_touches_nothing_when_a_file_was_edited_since(w
     assert {p: p.read_bytes() for p in before} == locked  # nothing touched, the other module too
     assert active  # and the session does not say reverted
     assert any("features.py changed since lock was applied" in m and "nothing reverted" in m for m in said), said
+
+
+async def test_a_known_upstream_issue_shows_in_the_hypothesis_the_run_and_the_timeline(ws):
+    """The run that showed the seed's error in a torch the thread-safety entry covers: the
+    hypothesis's detail names pytorch#126024 (versions, open, the run, the source), the tree
+    marks it, the run's detail and the timeline say the match; the status stays as the
+    experiments left it."""
+    from sleuth.hypotheses.known import SignatureWatch
+
+    with ws.open() as inv:
+        watch = SignatureWatch(inv.known)
+        watch.feed("stderr", b"Traceback ...\nRuntimeError: Detected that you are using FX to symbolically trace a "
+                             b"dynamo-optimized function. This is not supported at the moment.\n")
+        start = inv.begin_run("script:job.py", {}, "local", kind="script")
+        state = {"env": {"python": "3.11.7", "distributions": {"torch": "2.11.0+cu128"}}, "code": "c0", "caches": {}}
+        inv.finish_run(start.run, "completed", "done", [{"kind": "done"}], state, {"stdout": 0, "stderr": 2},
+                       seen=watch.seen)
+    app = SleuthApp.live(ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, "hypothesis", "compile-race")
+        detail = text_of(app, "#detail")
+        assert "OPEN" in detail
+        assert ("known:    pytorch#126024 torch 2.11.0+cu128 in >=2.0 · open: no fixed-in release known as of "
+                "2026-12-04 · matched by #1 on local (its signature in the output)") in detail
+        assert "https://github.com/pytorch/pytorch/issues/126024" in detail
+        assert "ⓚ pytorch#126024" in str(node_for(app, "hypothesis", "compile-race").label)
+        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
+        assert any("ⓚ #1 pytorch#126024 torch 2.11.0+cu128 in >=2.0: torch.compile is not thread-safe" in t
+                   for t in timeline), timeline
