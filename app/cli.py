@@ -80,6 +80,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="the whole catalog, shipped and yours (.sleuth/known/*.toml)")
     p.add_argument("--json", action="store_true")
 
+    p = add("upgrade", "known_cli:cmd_upgrade",
+            "try a known issue's fixed release in an overlay at the target (your environment untouched), "
+            "then re-run the check that showed the issue to verify; --revert removes the overlay")
+    p.add_argument("issue", metavar="ISSUE", help="a known issue's id, e.g. pytorch#126024 (sleuth known --all)")
+    p.add_argument("--target", default="local")
+    p.add_argument("--version", help="the version to try (default: the issue's fixed_in)")
+    p.add_argument("--no-deps", action="store_true", help="install only the package into the overlay, not what it needs")
+    p.add_argument("--index-url", metavar="URL", help="the package index pip reads at the target")
+    p.add_argument("--find-links", metavar="DIR_OR_URL", action="append", help="where pip also looks (repeatable)")
+    p.add_argument("--no-index", action="store_true", help="only --find-links, no index")
+    p.add_argument("--probe", help="the check to verify with (default: the latest run on the target that showed the issue)")
+    p.add_argument("--script", metavar="FILE", help="verify with this script (as probe run --script)")
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="a parameter of the verifying check")
+    p.add_argument("--no-verify", action="store_true", help="make the overlay only")
+    p.add_argument("--revert", action="store_true", help="remove the overlay (the revert)")
+    p.add_argument("--json", action="store_true")
+
     p = add("hypotheses", "session_cli:cmd_hypotheses", "list hypotheses with their derived status and evidence")
     p.add_argument("--json", action="store_true", help="print a JSON list")
 

@@ -11,8 +11,9 @@ import sys
 from ..hypotheses.known import applying, load_known, version_of
 from ..probes import load_config
 from ..sessions import Workspace, measure_state
+from .errors import UsageError
 
-__all__ = ["cmd_known"]
+__all__ = ["cmd_known", "cmd_upgrade"]
 
 
 def cmd_known(args: argparse.Namespace) -> int:
@@ -48,3 +49,108 @@ def cmd_known(args: argparse.Namespace) -> int:
         print(f"  {target.name}: {r['package']} {r['measured']} is in {r['affected']}; {fixed}")
         print(f"  {r['source']}")
     return 0
+
+
+def _verifier(inv, args: argparse.Namespace, target, entry_id: str):
+    """The run request that verifies the upgrade: --probe / --script, else the check of the
+    latest run on the target that showed the issue, with its parameters."""
+    from ..probes import builtin_probes
+    from ..sessions import request_for_probe
+    from .probe_cli import _params, _probe
+
+    config = load_config(Workspace.find().config_path)
+    if args.probe or args.script:
+        args.id, args.shell = args.probe, None
+        probe = _probe(args)
+        assert probe is not None
+        return request_for_probe(inv, probe, target, config.params_for(probe.id, _params(args.param)))
+    showed = [m for m in inv.state.known_matches if m["id"] == entry_id and m["target"] == target.name]
+    if not showed:
+        raise UsageError(f"no run on {target.name} has shown {entry_id} yet: give the check to verify with "
+                         "(--probe ID or --script FILE), or --no-verify to make the overlay only")
+    run = inv.state.runs[showed[-1]["run"]]
+    probes = builtin_probes()
+    if run.probe not in probes:
+        raise UsageError(f"#{run.id}, the latest run that showed {entry_id}, ran {run.probe}: give it again to verify "
+                         "with (--script FILE), or --probe ID")
+    params = {k: v for k, v in run.params.items() if k != "baseline_run"}
+    params.update(_params(args.param))
+    return request_for_probe(inv, probes[run.probe], target, params)
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from ..probes.broker import BrokerClient
+    from ..sessions import run_probe
+    from ..sessions.overlay import remove_upgrade, try_upgrade
+    from .timeline import run_findings
+    from .views import verified_by
+
+    ws = Workspace.find()
+    entries = ws.known()
+    entry = entries.get(args.issue)
+    if entry is None:
+        raise UsageError(f"unknown known issue {args.issue!r}; known issues: {', '.join(entries)} (sleuth known --all)")
+    target = load_config(ws.config_path).target(args.target)
+    with ws.open(args.session) as inv:
+        if args.revert:
+            async def revert() -> int:
+                agents = BrokerClient(ws.dir)
+                try:
+                    return await remove_upgrade(inv, target, entry.id, runner=agents)
+                finally:
+                    await agents.close()
+
+            app = inv.state.applications[asyncio.run(revert())]
+            assert app.overlay is not None
+            print(f"reverted upgrade #{app.id}: the overlay {app.overlay['path']} on {target.name} is removed; runs "
+                  f"there import {entry.package} from the environment again (it was never written)")
+            return 0
+        request = None if args.no_verify else _verifier(inv, args, target, entry.id)
+
+        async def go():
+            agents = BrokerClient(ws.dir)
+            try:
+                made = await try_upgrade(inv, target, entry, version=args.version, no_deps=args.no_deps,
+                                         index_url=args.index_url, find_links=args.find_links, no_index=args.no_index,
+                                         runner=agents)
+                report = None
+                if made.application is not None and request is not None:
+                    report = await run_probe(inv, target, request, force=True, runner=agents)
+                return made, report
+            finally:
+                await agents.close()
+
+        made, report = asyncio.run(go())
+        out: dict = {"issue": entry.id, "target": target.name, "install": {
+            "run": made.run, "classification": made.classification, "reason": made.reason,
+            "application": made.application, "overlay": made.overlay, "installed_before": made.installed_before}}
+        if made.application is None:
+            if args.json:
+                print(json.dumps(out, indent=2))
+            print(f"sleuth: {made.classification}: {made.reason}; nothing was applied (the install's output: "
+                  f"sleuth output {made.run})", file=sys.stderr)
+            return 1
+        app = inv.state.applications[made.application]
+        assert made.overlay is not None
+        lines = [f"#{made.run} upgrade on {target.name}: {made.reason} (application #{app.id}; {entry.package} in "
+                 f"the environment: {made.installed_before or 'not installed'}, untouched)"]
+        if report is not None:
+            data = report.to_json(inv)
+            data["findings"] = run_findings(inv.state, report.run)
+            imported = version_of(((inv.state.runs[report.run].state or {}).get("env") or {}).get("distributions") or {},
+                                  entry.package)
+            lines.append(f"#{report.run} {data['probe']} under the overlay: {data['classification']} — "
+                         f"{entry.package} {imported or '(none)'} imported")
+            lines += [f"  {e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
+            lines += [f"  ⓚ {f['text']}" if f["kind"] == "known" else f"  ⚑ {f['kind']}: {f['text']}"
+                      for f in data["findings"]]
+            said = verified_by(inv.state, report.run)
+            lines += [f"  ✔ {s}" for s in said] or [f"  no verification: #{report.run} did not ask what showed "
+                                                   f"{entry.id} before (see the notes: sleuth events)"]
+            out["verification"] = {**data, "verified": [v for v in app.verifications if v["run"] == report.run]}
+        lines.append(f"revert: sleuth upgrade --revert {entry.id} --target {target.name} (removes the overlay)")
+        if args.json:
+            print(json.dumps(out, indent=2, default=str))
+        else:
+            print("\n".join(lines))
+        return 0

@@ -38,6 +38,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, remedy in REMEDIES.items():
         hyps = [h.id for h in catalog.hypotheses.values() if name in h.remedies]
         print(f"{name:<11} {remedy.summary}\n{'':<11} addresses: {', '.join(hyps)}")
+    print(f"{'upgrade':<11} a known issue's fixed release in an overlay at the target, your environment untouched: "
+          "sleuth upgrade ISSUE (sleuth known)\n"
+          f"{'':<11} addresses: what each known issue explains")
     return 0
 
 

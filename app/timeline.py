@@ -79,7 +79,8 @@ def observation_sentence(seen: dict[str, Any]) -> str:
     to an earlier state, the same state as a run; empty when it told nothing."""
     said = ""
     if seen.get("changes"):
-        said = f"changed outside sleuth: {changes_text(seen['changes'])}"
+        how = f"changed by {seen['by']}" if seen.get("by") else "changed outside sleuth"
+        said = f"{how}: {changes_text(seen['changes'])}"
     if seen.get("back_from"):
         said += ("; " if said else "") + f"back to the state of #{seen['same_as']} (#{seen['back_from']} saw another)"
     elif seen.get("same_as"):
@@ -172,7 +173,8 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
     if kind == EventKind.STATE_OBSERVED:
         said = []
         if d.get("changes"):
-            said.append("changed outside sleuth: " + changes_text(d["changes"]))
+            how = f"changed by {d['by']}" if d.get("by") else "changed outside sleuth"
+            said.append(f"{how}: " + changes_text(d["changes"]))
         if d.get("back_from"):
             said.append(f"back to the state of #{d.get('same_as')}")
         elif d.get("same_as"):

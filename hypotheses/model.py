@@ -91,6 +91,8 @@ class InvestigationState(StateQueries):
         self.known_left: list[dict[str, Any]] = []  # an entry that stopped applying on a target
         self._known_by_run: dict[int, dict[str, list[dict[str, Any]]]] = {}
         self._known_live: dict[tuple[str, str], bool] = {}  # (target, entry id) -> applies now
+        self._known_state_seq: dict[str, int] = {}  # target -> the event that last told its state
+        self._overlay_events: list[tuple[str, int, int, str]] = []  # (target, seq, application, made|removed)
         self._handlers: dict[str, Callable[[Event], None]] = {
             EventKind.INVESTIGATION_CREATED: self._created,
             EventKind.SYMPTOM_ADDED: self._symptom,
@@ -254,6 +256,7 @@ class InvestigationState(StateQueries):
             run.state_parts = parts
             run.state_key = d.get("state_key") or state_key_of_parts(parts, run.remedies)
             self._known_state[run.target] = (reported, parts)
+            self._known_state_seq[run.target] = e.seq
             for part, key in parts.items():
                 history = self._history.setdefault((run.target, part), [])
                 if not history or history[-1][0] != key:
@@ -302,14 +305,20 @@ class InvestigationState(StateQueries):
             target=d.get("target", "local"),
             files=d.get("files", []),
             applied_ts=e.ts,
+            overlay=d.get("overlay"),
         )
         self.applications[app.id] = app
+        if app.overlay is not None:
+            self._overlay_events.append((app.target, e.seq, app.id, "made"))
         self._node(f"remedy:{app.remedy}", kind="remedy")
         self._node(f"app:{app.id}", kind="application")
         self._edge(f"app:{app.id}", f"remedy:{app.remedy}", "applied")
 
     def _reverted(self, e: Event) -> None:
-        self.applications[e.data["application"]].active = False
+        app = self.applications[e.data["application"]]
+        app.active = False
+        if app.overlay is not None:
+            self._overlay_events.append((app.target, e.seq, app.id, "removed"))
 
     def _verified(self, e: Event) -> None:
         d = e.data
@@ -345,6 +354,7 @@ class InvestigationState(StateQueries):
         state = d.get("state")
         if state is not None:
             self._known_state[d["target"]] = (state, d.get("state_parts") or component_keys(state))
+            self._known_state_seq[d["target"]] = e.seq
 
     def _fleet_expanded(self, e: Event) -> None:
         self.fleets[e.data["fleet"]] = {**e.data, "seq": e.seq, "ts": e.ts}

@@ -50,6 +50,8 @@ class StateQueries:
     known_left: list[dict[str, Any]]
     _known_by_run: dict[int, dict[str, list[dict[str, Any]]]]
     _known_live: dict[tuple[str, str], bool]
+    _known_state_seq: dict[str, int]
+    _overlay_events: list[tuple[str, int, int, str]]
 
     # ---------------------------------------------------------------- queries
 
@@ -230,6 +232,17 @@ class StateQueries:
         """Whether known issue *entry* applied at *target*'s latest run that spoke of it; None if
         no run on *target* ever matched it."""
         return self._known_live.get((target, entry))
+
+    def overlay_changes_since_state(self, target: str) -> list[str]:
+        """sleuth's own changes to what *target*'s runs import since its state was last told:
+        an upgrade's overlay made or removed ("upgrade #1 made its overlay (torch==2.15.0)")."""
+        since = self._known_state_seq.get(target, 0)
+        out = []
+        for t, seq, app_id, what in self._overlay_events:
+            if t == target and seq > since:
+                ov = self.applications[app_id].overlay or {}
+                out.append(f"upgrade #{app_id} {what} its overlay ({ov.get('package')}=={ov.get('version')})")
+        return out
 
     def children(self, hypothesis: str) -> list[str]:
         return [h.id for h in self.hypotheses.values() if ("refines", hypothesis) in h.links]

@@ -143,10 +143,21 @@ class RemedyApplication:
     applied_ts: float
     active: bool = True
     verifications: list[dict[str, Any]] = field(default_factory=list)
+    # an upgrade's overlay at the far end: {issue, package, version, path, site, explains}
+    overlay: dict[str, Any] | None = None
 
     @property
     def digest(self) -> str:
+        if self.overlay is not None:
+            return f"{self.remedy}:{self.overlay['package']}=={self.overlay['version']}@{self.overlay['path']}"
         return self.remedy + ":" + ",".join(sorted(f.get("after_sha", "") for f in self.files))
+
+    def addresses(self, hypothesis: str, remedies: tuple[str, ...] | list[str]) -> bool:
+        """Whether this application is a remedy for *hypothesis* (whose catalog remedies are
+        *remedies*): a code remedy it lists, or an upgrade to a known issue that explains it."""
+        if self.overlay is not None:
+            return hypothesis in self.overlay.get("explains", ())
+        return self.remedy in remedies
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,6 +168,7 @@ class RemedyApplication:
             "files": [{k: v for k, v in f.items() if k not in ("before", "after")} for f in self.files],
             "active": self.active,
             "verifications": self.verifications,
+            **({"overlay": self.overlay} if self.overlay is not None else {}),
         }
 
 

@@ -55,6 +55,13 @@ def _sleuth_main(config):
 
     threading.Thread(target=watchdog, name="sleuth-watchdog", daemon=True).start()
 
+    prefix = config.get("path_prefix") or []
+    if prefix:  # an overlay (sleuth upgrade): first on sys.path here and for every child process
+        for entry in reversed(prefix):
+            _sys.path.insert(0, entry)
+        before = _os.environ.get("PYTHONPATH")
+        _os.environ["PYTHONPATH"] = _os.pathsep.join(list(prefix) + ([before] if before else []))
+
     if config.get("mode") == "shell":
         import subprocess
 
@@ -204,6 +211,8 @@ def _sleuth_main(config):
         "code": code_hash(config.get("code_dir")),
         "caches": caches(),
     }
+    if prefix:
+        state["env"]["overlay"] = list(prefix)
     emit("state", **state)
     if config.get("mode") == "state":  # only the state read before a run: nothing else runs
         emit("done", ok=True, exit=0, seconds=0.0)

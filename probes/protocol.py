@@ -37,6 +37,9 @@ class ProgramSpec:
     code_dir: str | None = None
     quiet: bool = True
     fork: bool = False  # the probe may run forked from a warm agent (its PROBE says "fork": True)
+    # directories put first on sys.path and PYTHONPATH (an upgrade's overlay); such a run is
+    # never forked from an agent, whose imports would hide the overlay's packages
+    path_prefix: tuple[str, ...] = ()
 
 
 def build_program(spec: ProgramSpec, nonce: str) -> bytes:
@@ -50,6 +53,7 @@ def build_program(spec: ProgramSpec, nonce: str) -> bytes:
         "shell": spec.shell,
         "code_dir": spec.code_dir,
         "quiet": spec.quiet,
+        "path_prefix": list(spec.path_prefix),
     }
     payload = json.dumps(config, ensure_ascii=True)
     return (PRELUDE + f"\n_sleuth_main(_json.loads({payload!r}))\n").encode("utf-8")

@@ -279,6 +279,9 @@ class Investigation(RunJudging):
         data: dict[str, Any] = {"target": target, "state": measured, "state_parts": parts, "state_key": check.expected_state}
         if known is not None:
             data["changes"] = [c.to_dict() for c in state_changes(known[0], measured)]
+            by = self.state.overlay_changes_since_state(target)
+            if by and data["changes"]:  # sleuth's own overlay did it, not a hand outside sleuth
+                data["by"] = "; ".join(by)
         if check.retest_of is not None:
             data["same_as"] = check.retest_of.id
         if check.back_from is not None:
@@ -432,20 +435,24 @@ class Investigation(RunJudging):
         if matches or left:
             self._record(EventKind.KNOWN_MATCHED, {"run": info.id, "target": info.target, "matches": matches,
                                                    "left": left})
+        self._verify_upgrades(info, versions, seen)
 
     # ------------------------------------------------------------ remedies
 
     def record_application(
-        self, remedy: str, target: str, files: list[dict[str, Any]], hypothesis: str | None = None
+        self, remedy: str, target: str, files: list[dict[str, Any]], hypothesis: str | None = None,
+        overlay: dict[str, Any] | None = None,
     ) -> int:
-        """Record that *remedy* was applied to *files* (path, before/after hashes, diff)."""
+        """Record that *remedy* was applied to *files* (path, before/after hashes, diff), or,
+        for an upgrade, that its *overlay* was made at the far end."""
         if hypothesis is not None and hypothesis not in self.state.hypotheses:
             raise InvestigationError(f"unknown hypothesis {hypothesis!r}")
         app = self.state.next_application_id()
-        self._record(
-            EventKind.REMEDY_APPLIED,
-            {"application": app, "remedy": remedy, "hypothesis": hypothesis, "target": target, "files": files},
-        )
+        data: dict[str, Any] = {"application": app, "remedy": remedy, "hypothesis": hypothesis, "target": target,
+                                "files": files}
+        if overlay is not None:
+            data["overlay"] = overlay
+        self._record(EventKind.REMEDY_APPLIED, data)
         return app
 
     def record_fleet(self, fleet: str, how: str, members: list[dict[str, Any]]) -> None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from packaging.version import InvalidVersion, Version
+
 from ..hypotheses import EventKind, RunInfo, judge, state_changes, strength
+from ..hypotheses.known import version_of
 
 if TYPE_CHECKING:
     from ..hypotheses import InvestigationState
@@ -49,7 +52,7 @@ class RunJudging:
             remedies = [
                 a
                 for a in self.state.applications.values()
-                if a.active and a.target == info.target and a.remedy in hyp.remedies
+                if a.active and a.target == info.target and a.addresses(hyp_id, hyp.remedies)
             ]
             if remedies and verdict.verdict == "refutes":
                 # Under a remedy for it, a clean run is the fix working, not a refutation —
@@ -81,6 +84,55 @@ class RunJudging:
                         {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "not_fixed",
                          **self._verification(hyp_id, info, app, "not_fixed")},
                     )
+
+    def _verify_upgrades(self, info: RunInfo, versions: Mapping[str, str], seen: Mapping[str, str]) -> None:
+        """A run under an upgrade's overlay, of a check that showed the issue on this target
+        before, verifies the upgrade: not fixed when the issue's signature shows again, fixed
+        when it does not — if the run imported the overlay's version (else it says that the
+        overlay did not take, and verifies nothing). An issue without a signature has no
+        symptom to look for: leaving the range is all its versions say, never a fix."""
+        st = self.state
+        for app in list(st.applications.values()):
+            ov = app.overlay
+            if ov is None or not app.active or app.target != info.target or app.digest not in info.remedies:
+                continue
+            if info.classification not in ("completed", "failed", "no_result"):
+                continue  # killed, timed out, a transport fault: asked nothing
+            measured = version_of(versions, ov["package"])
+            try:
+                took = measured is not None and Version(measured) == Version(ov["version"])
+            except InvalidVersion:
+                took = False
+            if not took:
+                self._record(EventKind.NOTE_ADDED, {
+                    "text": f"run #{info.id} under upgrade #{app.id} imported {ov['package']} {measured or '(none)'}, "
+                            f"not the overlay's {ov['version']}: the overlay did not take, so this run verifies nothing",
+                    "about": f"#{info.id}"})
+                continue
+            overlays = {a.digest for a in st.applications.values() if a.overlay is not None}
+            before = [r for r in st.runs.values() if r.target == info.target and r.probe == info.probe
+                      and r.id != info.id and not overlays & set(r.remedies) and r.state is not None]
+            showed = {r.id for r in before if any(m["id"] == ov["issue"] for m in st.known_for_run(r.id)["matches"])}
+            if not showed:
+                continue  # this check never showed the issue here: it says nothing of a fix
+            outcome = "not_fixed" if ov["issue"] in seen else "fixed"
+            done = {v["hypothesis"] for v in app.verifications if v["run"] == info.id}
+            for hyp in ov.get("explains") or [None]:
+                if hyp in done:
+                    continue  # the probe's own rules verified it already (_judge)
+                f_before = t_before = 0
+                for r in before:
+                    f, t = self._sample(r.result, r.id in showed)
+                    f_before, t_before = f_before + f, t_before + t
+                f_after, t_after = self._sample(info.result, outcome == "not_fixed")
+                said: dict[str, Any] = {"before": [f_before, t_before], "after": [f_after, t_after], "strong": True}
+                if info.stochastic:
+                    s = strength(f_before, t_before, f_after, t_after)
+                    said = {**said, "chance": round(s.chance, 6), "strong": s.strong, "needed": s.needed,
+                            "strength": str(s)}
+                self._record(EventKind.APPLICATION_VERIFIED, {
+                    "application": app.id, "run": info.id, "hypothesis": hyp, "outcome": outcome, "issue": ov["issue"],
+                    "signature": "seen again" if outcome == "not_fixed" else "not seen", **said})
 
     @staticmethod
     def _sample(result: Mapping[str, Any], failed: bool) -> tuple[int, int]:

@@ -230,6 +230,13 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
         state = "active" if app.active else "reverted"
         lines.append(f"### {app.remedy} (#{app.id}, {state})")
         lines.append("")
+        if app.overlay is not None:
+            ov = app.overlay
+            lines += [f"`{ov['package']}=={ov['version']}` in an overlay at {ov['path']} on {app.target} (made by run "
+                      f"#{ov.get('install_run', '?')}), to try the fix of {ov['issue']}; the environment kept "
+                      f"{ov['package']} {ov.get('installed_before') or '(not installed)'} and was never written. "
+                      + ("Removing the overlay reverted it." if not app.active else
+                         f"Revert: `sleuth upgrade --revert {ov['issue']} --target {app.target}`."), ""]
         for f in app.files:
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
@@ -343,7 +350,8 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
     for seen in st.observations:
         if seen.get("changes"):
             said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])
-            rows.append(((seen["ts"], seen["seq"]), f"| {_t(seen['ts'], t0)} | state read: changed outside sleuth | "
+            how = f"changed by {seen['by']}" if seen.get("by") else "changed outside sleuth"
+            rows.append(((seen["ts"], seen["seq"]), f"| {_t(seen['ts'], t0)} | state read: {_esc(how)} | "
                                                     f"{seen['target']} | {_esc(said)} |"))
     return rows
 
@@ -382,7 +390,8 @@ def _changes(st: Any) -> list[str]:
     for seen in st.observations:
         if seen.get("changes"):
             said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])
-            out.append((seen["seq"], f"read before a run on {seen['target']}, changed outside sleuth: {said}"))
+            how = f"changed by {seen['by']}" if seen.get("by") else "changed outside sleuth"
+            out.append((seen["seq"], f"read before a run on {seen['target']}, {how}: {said}"))
     return [text for _seq, text in sorted(out)]
 
 

@@ -19,6 +19,7 @@ from ..probes.catalog import ProbeDef
 from .errors import CircularRetest
 from .findings import FindingWatch
 from .investigation import Investigation
+from .overlay import overlay_prefix, with_overlay
 
 __all__ = [
     "CircularRetest",
@@ -139,11 +140,13 @@ async def measure_state(
     *,
     runner: Runner | None = None,
     timeout: float = 60.0,
+    prefix: tuple[str, ...] = (),
 ) -> Measured:
     """Read *target*'s state now — interpreter, distributions, code tree hash, compile
     caches — with the prelude alone (through the resident agent: milliseconds; else one
-    short session). A transport fault or any other end is an unknown state, never a guess."""
-    outcome = await execute(target, STATE_READ, _Discard(), runner=runner, timeout=timeout)
+    short session), under the overlays *prefix* when an upgrade is active. A transport fault
+    or any other end is an unknown state, never a guess."""
+    outcome = await execute(target, with_overlay(STATE_READ, prefix), _Discard(), runner=runner, timeout=timeout)
     if outcome.classification == "completed" and outcome.state is not None:
         return Measured(outcome.state, None, outcome.seconds)
     return Measured(None, f"the state of {target.name} could not be read ({outcome.classification}: {outcome.reason})",
@@ -167,7 +170,7 @@ async def check_run(
     """Measure *target*'s state (unless given) and say whether *request* repeats an earlier
     run in it; the state read is recorded when it tells something (see observe_state)."""
     if measured is None:
-        measured = await measure_state(target, runner=runner)
+        measured = await measure_state(target, runner=runner, prefix=overlay_prefix(inv, target.name))
     check = inv.check_before_run(request.probe, request.params, target.name, state=measured.state,
                                  definition=target.definition(), unknown=measured.unknown, stochastic=request.stochastic)
     inv.observe_state(target.name, check)
@@ -213,7 +216,7 @@ async def run_probe(
     try:
         outcome = await execute(
             target,
-            request.spec,
+            with_overlay(request.spec, overlay_prefix(inv, target.name)),
             capture,
             runner=runner,
             cancel=cancel,

@@ -1,0 +1,187 @@
+"""Trying upstream's fix without touching the user's environment: the ``upgrade`` remedy.
+
+For a known upstream issue (hypotheses/known.py) sleuth makes an overlay at the far end — a
+directory under the user's cache where ``pip install --target`` puts ``package==fixed_in``
+(probes/overlay_src.py) — and records it as an application of the remedy ``upgrade``. While
+it is active, every run on that target puts the overlay first on ``sys.path`` and
+``PYTHONPATH`` and starts a fresh interpreter (never forked from an agent whose imports would
+hide the overlay), so its state says the versions it imported: a different state. A run of
+the check that showed the issue before, under the overlay, is its verification, judged with
+the same strength rules as any remedy (sessions/judging.py). Removing the overlay is the
+revert; the user's environment is never written.
+
+The install is recorded as a run (kind ``overlay``, probe ``upgrade``): pip's every byte is
+kept. An index that cannot be reached is a ``transport`` classification, never evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from ..hypotheses import PreRunCheck, check_key
+from ..hypotheses.known import KnownIssue, version_of
+from ..probes import ProgramSpec, Runner, Target, execute
+from .errors import InvestigationError
+from .investigation import Investigation
+
+__all__ = ["OVERLAY_PROBE", "UpgradeResult", "active_upgrade", "overlay_prefix", "remove_upgrade", "try_upgrade",
+           "with_overlay"]
+
+OVERLAY_PROBE = "upgrade"
+_SOURCE = (Path(__file__).resolve().parent.parent / "probes" / "overlay_src.py")
+
+
+def _source() -> str:
+    return _SOURCE.read_text(encoding="utf-8")
+
+
+def overlay_prefix(inv: Investigation, target: str) -> tuple[str, ...]:
+    """The active overlays' site directories on *target*, newest first."""
+    apps = [a for a in inv.state.applications.values() if a.active and a.target == target and a.overlay]
+    return tuple(a.overlay["site"] for a in reversed(apps) if a.overlay)
+
+
+def with_overlay(spec: ProgramSpec, prefix: tuple[str, ...]) -> ProgramSpec:
+    """*spec* run under the overlays *prefix*: first on the path, in a fresh interpreter."""
+    return replace(spec, path_prefix=prefix, fork=False) if prefix else spec
+
+
+def active_upgrade(inv: Investigation, target: str, issue: str) -> Any:
+    for app in inv.state.applications.values():
+        if app.active and app.target == target and app.overlay and app.overlay.get("issue") == issue:
+            return app
+    return None
+
+
+@dataclass
+class UpgradeResult:
+    run: int  # the recorded install run
+    classification: str  # completed | failed | transport | …
+    reason: str
+    application: int | None = None
+    overlay: dict[str, Any] | None = None
+    installed_before: str | None = None
+
+
+class _Sink:
+    def __init__(self, capture: Any) -> None:
+        self.capture = capture
+
+    def write(self, stream: str, data: bytes) -> None:
+        self.capture.write(stream, data)
+
+    def flush(self) -> None:
+        self.capture.flush()
+
+
+async def try_upgrade(
+    inv: Investigation,
+    target: Target,
+    entry: KnownIssue,
+    *,
+    version: str | None = None,
+    no_deps: bool = False,
+    index_url: str | None = None,
+    find_links: list[str] | None = None,
+    no_index: bool = False,
+    runner: Runner | None = None,
+    timeout: float = 900.0,
+) -> UpgradeResult:
+    """Make the overlay with ``entry.package==version`` (default: the entry's fixed_in) on
+    *target* and record it as an application of ``upgrade``; a pip that fails or an index
+    that cannot be reached is said (the run's classification and reason), nothing applied."""
+    want = version or (str(entry.fixed_in) if entry.fixed_in else None)
+    if want is None:
+        raise InvestigationError(f"{entry.id} has no fixed-in release known (open as of {entry.checked}): give the "
+                                 "version to try with --version (a nightly, a release candidate)")
+    try:
+        Version(want)
+    except InvalidVersion:
+        raise InvestigationError(f"--version {want!r} is not a version") from None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", entry.package):
+        raise InvestigationError(f"{entry.id}: package {entry.package!r} is not a distribution name pip takes")
+    already = active_upgrade(inv, target.name, entry.id)
+    if already is not None:
+        raise InvestigationError(f"{entry.id} is already being tried on {target.name} (application #{already.id}, "
+                                 f"{already.overlay['package']}=={already.overlay['version']}); revert it first: "
+                                 f"sleuth upgrade --revert {entry.id}")
+    hypotheses = [h for h in entry.explains if h in inv.state.hypotheses]
+    params = {"action": "make", "issue": entry.id, "package": entry.package, "version": want, "no_deps": no_deps,
+              "index_url": index_url, "find_links": list(find_links or []), "no_index": no_index}
+    shown = {k: v for k, v in params.items() if v not in (None, False, [])}
+    check = PreRunCheck(check_key(OVERLAY_PROBE, shown, target.name, target.definition()), None)
+    start = inv.begin_run(OVERLAY_PROBE, shown, target.name, kind="overlay", check=check)
+    capture = inv.capture(start.run)
+    spec = ProgramSpec(probe=OVERLAY_PROBE, source=_source(), filename="overlay.py", params=params, fork=False)
+    done = False
+    try:
+        outcome = await execute(target, spec, _Sink(capture), runner=runner, timeout=timeout)
+        done = True
+    finally:
+        capture.close(complete=done)
+        if not done:
+            inv.finish_run(start.run, "killed", "sleuth itself was interrupted while the overlay was being made", [],
+                           None, capture.lines)
+    result = next((r for r in outcome.records if r.get("kind") == "result"), None)
+    before = version_of(((outcome.state or {}).get("env") or {}).get("distributions") or {}, entry.package)
+    classification, reason = outcome.classification, outcome.reason
+    if classification == "completed" and (result is None or not result.get("ok")):
+        cause = (result or {}).get("cause")
+        said = (result or {}).get("reason") or "the overlay script said nothing"
+        if cause == "index-unreachable":
+            where = index_url or "the package index pip is configured with"
+            classification, reason = "transport", f"pip could not reach {where} from {target.name}: {said}"
+        elif cause == "not-found":
+            classification, reason = "failed", f"{entry.package}=={want} is not on the index pip read: {said}"
+        elif cause == "no-pip":
+            classification, reason = "failed", (f"no pip in {target.name}'s environment ({said}): install pip there "
+                                                "(python -m ensurepip), or make the overlay by hand")
+        else:
+            classification, reason = "failed", f"pip failed: {said}"
+    elif classification == "completed":
+        reason = f"{entry.package}=={want} installed in an overlay at {result['path'] if result else '?'}"
+    inv.finish_run(start.run, classification, reason, outcome.records, outcome.state, outcome.lines,
+                   exit_status=outcome.exit_status, signal=outcome.signal)
+    if classification != "completed" or result is None:
+        return UpgradeResult(start.run, classification, reason, installed_before=before)
+    overlay = {"issue": entry.id, "package": entry.package, "version": want, "path": result["path"],
+               "site": result["site"], "explains": hypotheses, "affected": str(entry.affected),
+               "installed_before": before, "install_run": start.run}
+    app = inv.record_application(OVERLAY_PROBE, target.name, [], hypotheses[0] if hypotheses else None,
+                                 overlay=overlay)
+    return UpgradeResult(start.run, classification, reason, app, overlay, before)
+
+
+async def remove_upgrade(inv: Investigation, target: Target, issue: str, *, runner: Runner | None = None) -> int:
+    """Remove the overlay of the active upgrade for *issue* on *target* and record the revert;
+    a target that cannot be reached reverts nothing (the overlay is still there, said)."""
+    app = active_upgrade(inv, target.name, issue)
+    if app is None:
+        raise InvestigationError(f"no active upgrade for {issue} on {target.name} (sleuth remedy list; "
+                                 "sleuth replay --json lists the applications)")
+    spec = ProgramSpec(probe=OVERLAY_PROBE, source=_source(), filename="overlay.py",
+                       params={"action": "remove", "path": app.overlay["path"]}, fork=False)
+
+    class _Keep:
+        def __init__(self) -> None:
+            self.data: list[bytes] = []
+
+        def write(self, stream: str, data: bytes) -> None:
+            self.data.append(data)
+
+        def flush(self) -> None:
+            pass
+
+    outcome = await execute(target, spec, _Keep(), runner=runner, timeout=300.0)
+    result = next((r for r in outcome.records if r.get("kind") == "result"), None)
+    if outcome.classification != "completed" or result is None or not result.get("ok"):
+        why = (result or {}).get("reason") or f"{outcome.classification}: {outcome.reason}"
+        raise InvestigationError(f"the overlay of application #{app.id} at {app.overlay['path']} on {target.name} was "
+                                 f"not removed ({why}); nothing recorded, the upgrade is still active")
+    inv.record_revert(app.id)
+    return app.id
