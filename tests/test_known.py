@@ -23,8 +23,31 @@ def test_the_shipped_thread_safety_entry_applies_to_the_builds_that_still_have_t
         assert entry.applies_to(version), version
     assert not entry.applies_to("1.13.1") and not entry.applies_to(None) and not entry.applies_to("not a version")
     assert entry.seen_in(SEED_ERROR) and not entry.seen_in("CUDA out of memory")
-    assert [e.id for e in applying(known, {"Torch": "2.11.0+cu128", "triton": "3.5.0"})] == ["pytorch#126024"]
+    assert {e.id for e in applying(known, {"Torch": "2.11.0+cu128", "triton": "3.5.0"})} == {"pytorch#126024",
+                                                                                            "pytorch#136261"}
     assert applying(known, {"triton": "3.5.0"}) == []
+
+
+def test_the_dense_fallback_entry_matches_the_warning_this_torch_prints_when_flex_attention_runs_uncompiled():
+    """The signature is what torch itself says (2.13 here): flex_attention called eagerly
+    warns, and the shipped entry sees that text; a compiled call's output would not."""
+    import warnings
+
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+
+    entry = load_known()["pytorch#136261"]
+    assert entry.fixed_in is None and entry.explains == ("dense-fallback",) and entry.applies_to(torch.__version__)
+    import torch.nn.attention.flex_attention as module
+
+    getattr(module, "_WARNINGS_SHOWN", set()).discard("flex_attention_performance")  # torch says it once per process
+    q = torch.randn(1, 1, 16, 8)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        flex_attention(q, q, q)
+    text = "\n".join(str(w.message) for w in seen)
+    assert entry.seen_in(text), text
+    assert not entry.seen_in(SEED_ERROR)
 
 
 def test_what_an_entry_names_exists():
