@@ -166,6 +166,8 @@ def fix_words(m: Mapping[str, object]) -> str:
 def describe_match(m: Mapping[str, object], *, with_source: bool = True) -> str:
     """One match in words, the same everywhere (timeline, `probe run`, postmortem)."""
     how = "its signature is in the output" if m.get("seen") else "no signature: the versions alone"
+    if m.get("versions_from"):
+        how += f" (versions: {m['versions_from']})"
     said = (f"known upstream issue {m['id']} ({m['package']} {m.get('measured')} is in {m['affected']}; "
             f"{fix_words(m)}): {m['title']}; {how}")
     explains = m.get("explains") or []

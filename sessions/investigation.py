@@ -369,10 +369,13 @@ class Investigation(RunJudging):
         exit_status: int | None = None,
         signal: str | None = None,
         seen: Mapping[str, str] | None = None,
+        read_before: Mapping[str, Any] | None = None,
     ) -> RunInfo:
         """Record how a run ended, then the evidence it gives, verifications and flags, and
         the known upstream issues it matches (*seen*: entry id -> the output line that showed
-        its signature, from a :class:`~hypotheses.known.SignatureWatch`)."""
+        its signature, from a :class:`~hypotheses.known.SignatureWatch`). A run that reports no
+        state of its own (a shell command) is matched against *read_before*, the state read just
+        before it, and the match says so."""
         info = self._run(run)
         if info.classification is not None:
             raise InvestigationError(f"run #{run} already finished ({info.classification})")
@@ -409,15 +412,27 @@ class Investigation(RunJudging):
                     },
                 )
             self._judge(info, classification, fields)
-            self._match_known(info, state, seen or {})
+            self._match_known(info, state, seen or {}, read_before)
         return info
 
-    def _match_known(self, info: RunInfo, state: Mapping[str, Any] | None, seen: Mapping[str, str]) -> None:
+    def _match_known(self, info: RunInfo, state: Mapping[str, Any] | None, seen: Mapping[str, str],
+                     read_before: Mapping[str, Any] | None = None) -> None:
         """Record the known upstream issues this run matches (versions measured by the run in
         range, and the signature seen where the entry has one), and the ones an earlier run on
         this target matched that no longer apply (the versions left the range): like drift,
         a match belongs to the state it was seen in."""
         versions = ((state or {}).get("env") or {}).get("distributions") if state else None
+        if state is None and read_before is not None and seen:
+            # a shell command reports no state: its signatures are matched against the versions
+            # read just before it (a command that changed them says so in its own output)
+            before = (read_before.get("env") or {}).get("distributions")
+            matches = [{**m, "versions_from": "the state read just before the run"}
+                       for m in match_run(self.known, before if isinstance(before, dict) else None, seen)
+                       if m.get("seen")]
+            if matches:
+                self._record(EventKind.KNOWN_MATCHED, {"run": info.id, "target": info.target, "matches": matches,
+                                                       "left": []})
+            return
         if not isinstance(versions, dict) or not versions:
             return  # nothing measured: no match and no leaving, never a guess
         matches = match_run(self.known, versions, seen)

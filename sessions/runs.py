@@ -244,6 +244,7 @@ async def run_probe(
         exit_status=outcome.exit_status,
         signal=outcome.signal,
         seen=signatures.seen,
+        read_before=check.state,
     )
     for finding in watch.seen:
         inv.record_finding(target.name, finding.id, finding.sentence, start.run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -10,6 +11,24 @@ import pytest
 from mermaid_check import assert_valid_flowchart, mermaid_blocks
 from postmortem_check import check_postmortem
 from test_cli import sleuth
+
+
+async def _the_ui_shows_the_known_issue(directory: Path) -> None:
+    """The demo's own session in the UI (Pilot): the race's detail names pytorch#126024 with
+    the run that showed it, and the timeline has the match."""
+    from sleuth.app.tui import SleuthApp
+    from sleuth.sessions import Workspace
+    from test_ui import select, text_of
+    from textual.widgets import OptionList
+
+    app = SleuthApp.live(Workspace(directory))
+    async with app.run_test(size=(140, 48)) as pilot:
+        await select(pilot, "hypothesis", "compile-race")
+        detail = text_of(app, "#detail")
+        assert re.search(r"known:    pytorch#126024 torch \S+ in >=2\.0 · open: no fixed-in release known as of [0-9-]+ · "
+                         r"matched by #2 on local \(its signature in the output\)", detail), detail
+        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
+        assert any("ⓚ #2 pytorch#126024" in t for t in timeline), timeline
 
 
 @pytest.mark.slow
@@ -53,6 +72,7 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     hyps = list(walk(json.loads(sleuth(tmp_path / "hunt", "hypotheses", "--json").stdout)))
     race = next(h for h in hyps if h["id"] == "compile-race")
     assert [k["id"] for k in race["known"]] == ["pytorch#126024"] and race["status"] == "confirmed"
+    asyncio.run(_the_ui_shows_the_known_issue(tmp_path / "hunt"))
     check_postmortem(md, {h["id"]: h["status"] for h in hyps}, {h["id"]: h["title"] for h in hyps})
     for link in re.findall(r"\(\[output\]\]?\(([^)]+)\)", md) or re.findall(r"\[output\]\(([^)]+)\)", md):
         assert (tmp_path / "hunt" / link).is_file()

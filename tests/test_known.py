@@ -241,3 +241,43 @@ def test_probe_run_says_the_match_in_text_and_json_and_the_postmortem_lists_it_w
     section = section[:section.index("\n## ", 3)]
     assert f"| [acme/tools#1](https://example.invalid/acme/tools#1) | local | pytest {v} | =={v} | none known" in section
     assert "| #1, #3 | yes | compile-race |" in section
+
+
+def test_a_secret_in_the_line_that_showed_a_signature_never_reaches_the_store(tmp_path: Path):
+    import sqlite3
+
+    from sleuth.sessions import Investigation, Redactor
+
+    secret = "hf_Zq8mWk3vTn5rLp2sXc7yBd4fGh6jKm9a"
+    d = _user(tmp_path, _entry_toml("acme/demo#7", "demo-pkg", ">=1.0", signature=r"LeakError: \d+ handles"))
+    inv = Investigation.create(tmp_path / "s.sleuth", "t", load_catalog(), Redactor({"HF_TOKEN": secret}))
+    inv.known = load_known([d])
+    run = _finish(inv, _state(**{"demo-pkg": "1.0"}), seen={"acme/demo#7": f"LeakError: 3 handles (token {secret})"})
+    [m] = inv.state.known_for_run(run)["matches"]
+    assert secret not in m["seen"] and m["seen"].startswith("LeakError: 3 handles (token ")
+    inv.close()
+    rows = sqlite3.connect(tmp_path / "s.sleuth").execute("SELECT data FROM events").fetchall()
+    assert not any(secret in r[0] for r in rows)
+
+
+def test_a_shell_command_that_prints_the_signature_matches_against_the_versions_read_before_it(tmp_path: Path):
+    """`probe run --shell 'python train.py'` reports no state of its own; the state read just
+    before it gives the versions, and the match says so."""
+    import json
+    from importlib.metadata import version
+
+    from test_cli import sleuth
+
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    v = version("pytest")
+    (d / ".sleuth" / "known").mkdir()
+    (d / ".sleuth" / "known" / "mine.toml").write_text(
+        _entry_toml("acme/tools#1", "pytest", f"=={v}", signature=r"LeakError: \d+ handles"))
+    data = json.loads(sleuth(d, "probe", "run", "--shell", "echo 'LeakError: 3 handles' >&2", "--json").stdout)
+    [m] = data["known"]
+    assert (m["id"], m["measured"], m["seen"]) == ("acme/tools#1", v, "LeakError: 3 handles")
+    assert any("(versions: the state read just before the run)" in f["text"] for f in data["findings"])
+    quiet = json.loads(sleuth(d, "probe", "run", "--shell", "echo fine", "--json").stdout)
+    assert quiet["known"] == []
