@@ -108,6 +108,12 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, str]]:
     drift = run.result.get("changes") if run.result.get("has_baseline") else None
     if isinstance(drift, list) and drift:
         out.append({"kind": "drift", "text": f"against the baseline: {changes_text(drift)}"})
+    for rec in run.records:  # what a probe found about the target itself (stacks: no ptrace rights, no py-spy)
+        if rec.get("kind") == "finding" and rec.get("text"):
+            out.append({"kind": str(rec.get("finding") or "finding"),
+                        "text": str(rec["text"]) + (f" — fix: {rec['fix']}" if rec.get("fix") else "")})
+    if isinstance(run.result.get("sentences"), list) and run.result.get("verdict"):  # the stacks' reading
+        out += [{"kind": "hang", "text": str(said)} for said in run.result["sentences"]]
     known = st.known_for_run(run_id)
     out += [{"kind": "known", "text": describe_match(m)} for m in known["matches"]]
     out += [{"kind": "known", "text": describe_left(m)} for m in known["left"]]

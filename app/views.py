@@ -193,6 +193,8 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
             run = st.runs[sel.run]
             text.append(f"run #{run.id} · {run.probe} on {run.target}\n", style="bold")
             text.append(f"{run.classification or 'running'}: {run.reason}\n")
+            if isinstance(run.result.get("per_rank"), list):
+                text.append_text(ranks_table(run.result))
             known = st.known_for_run(run.id)
             for m in known["matches"]:
                 text.append("ⓚ " + describe_match(m) + "\n", style="blue")
@@ -286,6 +288,36 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
         if step.key:
             text.append(f"  [{step.key}]", style="bold cyan")
         text.append("\n")
+    return text
+
+
+def ranks_table(result: dict[str, Any], most: int = 64) -> Text:
+    """A stacks run's ranks × where their threads are: one row per rank (its main thread's place,
+    the collective under it, stuck or moving, how many samples), the odd ranks marked ◆ and
+    their reading said first."""
+    text = Text()
+    for said in result.get("sentences") or []:
+        text.append(f"{said}\n", style="bold yellow" if result.get("verdict") != "healthy" else "bold green")
+    odd = {r.get("rank") for r in result.get("odd_ranks") or []}
+    rows = result.get("per_rank") or []
+    if not rows:
+        return text
+    text.append(f"\n{'':2}{'rank':<10} {'main thread':<44} {'collective':<12} {'state':<9} samples  other threads\n",
+                style="bold dim")
+    for r in rows[:most]:
+        main = r.get("main") or {}
+        where = f"{main.get('function')} {str(main.get('file') or '').rsplit('/', 1)[-1]}:{main.get('line')}" if main else "—"
+        state = "stuck" if r.get("stuck") else "moving" if r.get("stuck") is False else "?"
+        others = ", ".join(f"{n}: {(t.get('where') or {}).get('function')}" for n, t in (r.get("threads") or {}).items()
+                           if n != "MainThread" and t.get("where"))
+        mark = "◆ " if r.get("label") in odd else "  "
+        line = (f"{mark}{r.get('label', '?'):<10} {where[:44]:<44} {str(main.get('collective') or '—'):<12} "
+                f"{state:<9} {'/'.join(map(str, r.get('main_samples') or [])):<8} {others[:60]}\n")
+        if r.get("error"):
+            line = f"{mark}{r.get('label', '?'):<10} no stacks: {str(r['error'])[:100]}\n"
+        text.append(line, style="bold red" if mark.strip() else "")
+    if len(rows) > most:
+        text.append(f"  … and {len(rows) - most} more (sleuth probe run stacks --json has them all)\n", style="dim")
     return text
 
 

@@ -45,6 +45,9 @@ class SymptomDef:
     id: str
     title: str
     text: str = ""
+    # hypotheses that explain only opt-in symptoms join a session when one of those symptoms
+    # is added to it, or when a probe that tests them runs (a hang family in a race hunt is noise)
+    opt_in: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "text": self.text}
@@ -151,7 +154,7 @@ class _Locator:
 _HYP_KEYS = {"id", "title", "claim", "explains", "probe", "remedies", "link", "refines"}
 _PROBE_KEYS = {"id", "predicts", "supports", "refutes", "counts_failed", "applies"}
 _LINK_KEYS = {"kind", "to"}
-_SYMPTOM_KEYS = {"id", "title", "text"}
+_SYMPTOM_KEYS = {"id", "title", "text", "opt_in"}
 
 
 def read_toml(path: Path) -> tuple[dict[str, Any], _Locator]:
@@ -177,7 +180,10 @@ def _parse_file(path: Path, source: str, catalog: Catalog) -> None:
         extra = set(sym) - _SYMPTOM_KEYS
         if extra:
             raise loc.error(f"unknown key {sorted(extra)[0]!r} in symptom {sym['id']!r}", sorted(extra)[0])
-        catalog.symptoms[sym["id"]] = SymptomDef(sym["id"], sym.get("title", sym["id"]), sym.get("text", ""))
+        if not isinstance(sym.get("opt_in", False), bool):
+            raise loc.error(f"opt_in of symptom {sym['id']!r} must be true or false", "opt_in")
+        catalog.symptoms[sym["id"]] = SymptomDef(sym["id"], sym.get("title", sym["id"]), sym.get("text", ""),
+                                                 bool(sym.get("opt_in", False)))
 
     for hyp in doc.get("hypothesis", []):
         _check_id(hyp, loc, "hypothesis")

@@ -36,6 +36,7 @@ class ProbeDef:
     baseline: bool = False  # sessions passes the target's baseline result as params["baseline"]
     fork: bool = False  # safe to run forked from a warm agent (no CUDA, no process-global state)
     stochastic: bool = False  # a sample of a race: a repeat adds trials, it is never a circular retest
+    analysis: str | None = None  # what sleuth reads from the records into the result ("stacks": hypotheses/hang.py)
 
     @property
     def source(self) -> str:
@@ -69,6 +70,7 @@ def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
         baseline=bool(meta.get("baseline", False)),
         fork=bool(meta.get("fork", False)),
         stochastic=bool(meta.get("stochastic", False)),
+        analysis=meta.get("analysis"),
     )
 
 

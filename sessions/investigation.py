@@ -125,6 +125,8 @@ class Investigation(RunJudging):
         changed = []
         for hyp in catalog.hypotheses.values():
             have = self.state.hypotheses.get(hyp.id)
+            if have is None and self._dormant(hyp, catalog):
+                continue  # joins when its symptom is added or its probe runs (_wake)
             new = hyp.to_dict()
             if have is not None and {**have.to_dict(), "origin": ""} == {**new, "origin": ""}:
                 continue
@@ -143,6 +145,39 @@ class Investigation(RunJudging):
             sym = known.symptoms[ident]
             title, text = sym.title, sym.text
         self._record(EventKind.SYMPTOM_ADDED, {"id": ident, "title": title or ident, "text": text})
+        self._wake(lambda h: ident in h.explains)
+
+    def _dormant(self, hyp: HypothesisDef, catalog: Catalog) -> bool:
+        """A catalog hypothesis that explains only opt-in symptoms, none of them in this session."""
+        syms = [catalog.symptoms.get(s) for s in hyp.explains]
+        return bool(syms) and all(s is not None and s.opt_in for s in syms) and not any(
+            s in self.state.symptoms for s in hyp.explains)
+
+    def _wake(self, wanted: Callable[[HypothesisDef], bool]) -> list[str]:
+        """Add the catalog's dormant hypotheses *wanted* picks (each after the one it refines)."""
+        catalog = getattr(self, "_catalog", None)
+        if catalog is None:
+            return []
+        added: list[str] = []
+
+        def add(h: HypothesisDef) -> None:
+            if h.id in self.state.hypotheses or h.id in added:
+                return
+            for kind, other in h.links:
+                if kind == "refines" and other in catalog.hypotheses:
+                    add(catalog.hypotheses[other])
+            self._record(EventKind.HYPOTHESIS_ADDED, h.to_dict())
+            added.append(h.id)
+
+        for hyp in catalog.hypotheses.values():
+            if wanted(hyp):
+                add(hyp)
+        return added
+
+    def adopt_probe(self, probe: str) -> list[str]:
+        """Before *probe* runs: the dormant catalog hypotheses it tests join the session, so its
+        evidence has somewhere to go."""
+        return self._wake(lambda h: any(t.probe == probe for t in h.probes))
 
     def add_hypothesis(
         self,

@@ -198,6 +198,7 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
         lines.append("")
 
     lines += _known_section(st)
+    lines += _hang_section(st)
 
     lines += ["## Flags", ""]
     if not st.flags:
@@ -241,6 +242,26 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
     return "\n".join(lines) + "\n"
+
+
+def _hang_section(st: Any) -> list[str]:
+    """Each stacks run: what it read (the odd ranks with file:line, stuck or slow) and the
+    ranks grouped by where their main threads were."""
+    runs = [r for r in st.runs.values() if isinstance(r.result.get("per_rank"), list)]
+    if not runs:
+        return []
+    out = ["## Hang", ""]
+    for run in runs:
+        res = run.result
+        out += [f"### #{run.id} stacks on {run.target}: {res.get('verdict')} ({res.get('sampled')} of {res.get('ranks')} "
+                f"processes sampled, {res.get('samples')} samples in {res.get('window_s')} s)", ""]
+        out += [f"- {_esc(str(s))}" for s in res.get("sentences") or []] + [""]
+        groups = res.get("groups") or []
+        if groups:
+            out += ["| ranks | where the main thread waits |", "|---|---|"]
+            out += [f"| {_esc(', '.join(g.get('ranks', [])))} | {_esc(str(g.get('where')))} |" for g in groups]
+            out.append("")
+    return out
 
 
 def _known_section(st: Any) -> list[str]:

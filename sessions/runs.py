@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..hypotheses import PreRunCheck, fingerprint_changes
+from ..hypotheses.hang import with_hang_analysis
 from ..hypotheses.known import SignatureWatch
 from ..probes import ProgramSpec, Runner, RunOutcome, Target, execute
 from ..probes.catalog import ProbeDef
+from ..probes.py_spy import ensure_py_spy
 from .errors import CircularRetest
 from .findings import FindingWatch
 from .investigation import Investigation
@@ -44,6 +46,7 @@ class RunRequest:
     baseline: dict[str, Any] | None = None  # the baseline fingerprint a probe's result is diffed with
     compares: bool = False  # the probe's result is compared with the target's baseline
     stochastic: bool = False  # a sample (a race): repeating it adds trials
+    analysis: str | None = None  # what is read from the records into the result ("stacks")
 
 
 @dataclass
@@ -98,7 +101,8 @@ def request_for_probe(inv: Investigation, probe: ProbeDef, target: Target, param
     spec = ProgramSpec(probe=probe.id, source=probe.source, filename=str(probe.path.name), params=runtime, fork=probe.fork)
     kind = "probe" if probe.path.parent.name == "scripts" else "script"
     name = probe.id if kind == "probe" else f"script:{probe.path.name}"
-    return RunRequest(name, kind, spec, merged, probe.timeout, baseline, bool(probe.baseline), probe.stochastic)
+    return RunRequest(name, kind, spec, merged, probe.timeout, baseline, bool(probe.baseline), probe.stochastic,
+                      probe.analysis)
 
 
 def with_drift(records: list[dict[str, Any]], baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -199,6 +203,13 @@ async def run_probe(
         check = await check_run(inv, target, request, runner=runner)
     if check.flagged and not force:
         raise CircularRetest(inv.describe_check(check), check)
+    inv.adopt_probe(request.probe)  # a dormant family (the hang hypotheses) joins when its probe runs
+    spec = request.spec
+    if request.analysis == "stacks" and not spec.params.get("py_spy"):
+        # py-spy at the far end: found there, or copied from here (same OS and architecture)
+        path, _how = await ensure_py_spy(target, runner)
+        if path:
+            spec = replace(spec, params={**spec.params, "py_spy": path})
     start = inv.begin_run(request.probe, request.params, target.name, kind=request.kind, check=check)
     if on_start:
         on_start(start.run)
@@ -216,7 +227,7 @@ async def run_probe(
     try:
         outcome = await execute(
             target,
-            with_overlay(request.spec, overlay_prefix(inv, target.name)),
+            with_overlay(spec, overlay_prefix(inv, target.name)),
             capture,
             runner=runner,
             cancel=cancel,
@@ -234,6 +245,8 @@ async def run_probe(
             )
     if request.compares:
         outcome.records = with_drift(outcome.records, request.baseline)
+    if request.analysis == "stacks":
+        outcome.records = with_hang_analysis(outcome.records)
     inv.finish_run(
         start.run,
         outcome.classification,

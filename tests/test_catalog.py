@@ -11,14 +11,35 @@ from sleuth.hypotheses import CatalogError, load_catalog
 def test_builtin_catalog_has_the_four_hypotheses_and_refinements():
     cat = load_catalog()
     top = {h.id for h in cat.hypotheses.values() if not any(k == "refines" for k, _ in h.links)}
-    assert top == {"compile-race", "version-drift", "cache-invalidation", "dense-fallback"}
+    assert top == {"compile-race", "version-drift", "cache-invalidation", "dense-fallback", "hang"}
     race = cat.hypotheses["compile-race"]
     assert [t.probe for t in race.probes] == ["compile-race", "fx-trace-state"]
     assert race.remedies == ("lock", "precompile")
     assert ("exposes", "compile-race") in cat.hypotheses["cache-invalidation"].links
     assert cat.hypotheses["concurrent-fx-trace"].remedies == ("lock",)  # precompile cannot help
     probes = {t.probe for h in cat.hypotheses.values() for t in h.probes}
-    assert probes == {"compile-race", "fx-trace-state", "env-fingerprint", "cache-inventory", "dense-fallback"}
+    assert probes == {"compile-race", "fx-trace-state", "env-fingerprint", "cache-inventory", "dense-fallback", "stacks"}
+    hang = {h.id for h in cat.hypotheses.values() if ("refines", "hang") in h.links}
+    assert hang == {"collective-mismatch", "deadlock", "straggler"} and cat.symptoms["job-stopped"].opt_in
+
+
+def test_the_hang_family_joins_a_session_with_its_symptom_or_its_probe_not_before(tmp_path: Path):
+    """A race hunt is not shown four hang hypotheses; `symptom add job-stopped` (or a stacks
+    run) brings the family in, each refinement after the hypothesis it refines."""
+    from sleuth.sessions import Investigation
+
+    cat = load_catalog()
+    inv = Investigation.create(tmp_path / "a.sleuth", "race", cat)
+    assert "hang" not in inv.state.hypotheses and "compile-race" in inv.state.hypotheses
+    inv.add_symptom("job-stopped")
+    order = [h for h in inv.state.hypotheses if h in ("hang", "collective-mismatch", "deadlock", "straggler")]
+    assert order[0] == "hang" and set(order) == {"hang", "collective-mismatch", "deadlock", "straggler"}
+    assert inv.state.symptoms["job-stopped"].title == "the job stopped making progress"
+    other = Investigation.create(tmp_path / "b.sleuth", "stacks first", cat)
+    assert other.adopt_probe("stacks")[0] == "hang" and "straggler" in other.state.hypotheses
+    assert other.adopt_probe("stacks") == []  # once
+    inv.close()
+    other.close()
 
 
 def _user(tmp_path: Path, text: str) -> Path:

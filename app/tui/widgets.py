@@ -32,6 +32,7 @@ from ..views import (
     clock,
     detail_text,
     hypothesis_label,
+    ranks_table,
     run_label,
     run_summary,
 )
@@ -263,6 +264,10 @@ class RunPane(Vertical):
         header.update(text)
         header.set_class(run.classification is None, "-running")
         records = [r for r in run.records if r.get("kind") not in ("done", "state")]
+        if isinstance(run.result.get("per_rank"), list):  # a stacks run: the ranks × where they wait
+            pinned.update(ranks_table(run.result, most=16))
+            pinned.set_class(False, "-hidden")
+            return
         pin = Text(no_wrap=True, overflow="ellipsis")
         for i, r in enumerate(records[:3]):
             fields = {k: v for k, v in r.items() if k != "kind"}

@@ -1,0 +1,306 @@
+# pyright: reportPossiblyUnboundVariable=false
+# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+"""Every rank's stacks: finds the job's processes and samples each one's Python stacks (all
+threads, through py-spy in its non-blocking mode: the job is never stopped) and, per thread,
+its /proc state, wchan, CPU time and context switches over the sampling window. A thread
+with no CPU and no context switch in the window is stuck; one that moved is slow at most.
+Nothing is sent to the job: no signal, no ptrace stop. Where py-spy cannot read a process
+(another user, a container without SYS_PTRACE, Yama), a finding says which and the fix.
+
+Standard library only. What the stacks mean (the odd ranks, stuck or slow) is decided by
+sleuth from these records (hypotheses/hang.py)."""
+
+PROBE = {
+    "fork": True,  # reads /proc and runs py-spy: safe to fork from a warm agent
+    "id": "stacks",
+    "title": "every rank's Python stacks (py-spy, non-blocking), /proc state and CPU: who waits where",
+    "timeout": 60,
+    "cost": 2,
+    "params": {"match": "", "pid": "", "samples": 5, "interval": 0.2, "py_spy": "", "dump_timeout": 5.0,
+               "most": 256},
+    "reports": ["processes", "ranks", "sampled", "denied", "unanswered", "window_s", "stuck", "odd", "mismatch",
+                "deadlocks", "stragglers", "healthy", "missing", "verdict", "odd_ranks", "sentences"],
+    "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
+}
+
+if "emit" not in globals():  # run standalone: records as JSON lines on stdout
+    import json
+
+    def emit(kind, **fields):
+        print(json.dumps({"kind": kind, **fields}, default=str))
+
+    params = {}
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def read(path, binary=False):
+    try:
+        with open(path, "rb" if binary else "r") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def environ(pid):
+    raw = read(f"/proc/{pid}/environ", binary=True)
+    if raw is None:
+        return None
+    out = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key in (b"RANK", b"LOCAL_RANK", b"WORLD_SIZE", b"GROUP_RANK", b"TORCHELASTIC_RUN_ID"):
+            out[key.decode()] = value.decode("utf-8", "replace")
+    return out
+
+
+def stat_of(path):
+    text = read(path)
+    if not text:
+        return None
+    rest = text.rsplit(")", 1)[1].split()
+    return {"state": rest[0], "ppid": int(rest[1]), "cpu": (int(rest[11]) + int(rest[12])) / float(HZ)}
+
+
+def switches(path):
+    text = read(path) or ""
+    total = 0
+    for key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+        m = re.search(rf"^{key}:\s+(\d+)", text, re.M)
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+def threads(pid):
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}/"
+        st = stat_of(base + "stat")
+        if st is None:
+            continue
+        out[int(tid)] = {"comm": (read(base + "comm") or "").strip(), "state": st["state"], "cpu": st["cpu"],
+                         "switches": switches(base + "status"), "wchan": (read(base + "wchan") or "").strip() or None}
+    return out
+
+
+def lineage():
+    """This process, its ancestors and the agent's tree: never taken for the job."""
+    mine = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in mine:
+        mine.add(pid)
+        st = stat_of(f"/proc/{pid}/stat")
+        if st is None:
+            break
+        pid = st["ppid"]
+    return mine
+
+
+def find(match, pids, most):
+    mine = lineage()
+    wanted = set()
+    for p in re.split(r"[,\s]+", str(pids or "").strip()):
+        if p:
+            wanted.add(int(p))
+    pattern = re.compile(match) if match else None
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid in mine:
+            continue
+        raw = read(f"/proc/{pid}/cmdline", binary=True)
+        if not raw:
+            continue  # a kernel thread, or gone
+        argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+        cmd = " ".join(argv)
+        env = environ(pid)
+        if wanted:
+            if pid not in wanted:
+                continue
+        elif pattern is not None:
+            if not pattern.search(cmd) or "sleuth" in cmd and "stacks" in cmd:
+                continue
+        elif not env or "RANK" not in env:
+            continue  # by default: the processes a launcher (torchrun, srun, mpirun) gave a RANK
+        st = stat_of(f"/proc/{pid}/stat") or {"ppid": 0, "state": "?"}
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        found.append({"pid": pid, "ppid": st["ppid"], "cmd": cmd[:400], "uid": uid, "env": env})
+    # a launcher whose children were found too (torchrun, its ranks) is the launcher, not a rank
+    parents = {p["ppid"] for p in found}
+    launchers = [p for p in found if p["pid"] in parents and not (p["env"] or {}).get("RANK")]
+    found = [p for p in found if p not in launchers]
+    found.sort(key=lambda p: (int((p["env"] or {}).get("RANK", 1 << 30)) if str((p["env"] or {}).get("RANK", "")).isdigit()
+                              else 1 << 30, p["pid"]))
+    return found[:most], launchers, max(0, len(found) - most)
+
+
+def py_spy_path(given):
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for path in (given, shutil.which("py-spy"), os.path.join(os.path.dirname(sys.executable), "py-spy"),
+                 os.path.join(cache, "sleuth", "bin", "py-spy")):
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def ptrace_why(uid):
+    """Why this process may not read another's memory, and the exact fix."""
+    me = os.geteuid()
+    status = read("/proc/self/status") or ""
+    m = re.search(r"^CapEff:\s+([0-9a-f]+)", status, re.M)
+    cap_ptrace = bool(m and int(m.group(1), 16) & (1 << 19))
+    scope = (read("/proc/sys/kernel/yama/ptrace_scope") or "").strip()
+    if uid != me and me != 0 and not cap_ptrace:
+        return ("another-user", f"the job runs as uid {uid} and sleuth's agent as uid {me}: only root or the job's own user "
+                "may read its stacks",
+                "run the target as the job's user (ssh user in sleuth.toml), or as root")
+    if scope in ("2", "3") and not cap_ptrace:
+        return ("yama", f"kernel.yama.ptrace_scope is {scope}: only CAP_SYS_PTRACE may attach",
+                "sudo sysctl kernel.yama.ptrace_scope=1 (or run the target as root)")
+    if not cap_ptrace and (os.path.exists("/.dockerenv") or os.environ.get("container")):
+        return ("container", "this container lacks CAP_SYS_PTRACE",
+                "start it with --cap-add SYS_PTRACE (docker), securityContext.capabilities.add: [SYS_PTRACE] "
+                "(kubernetes), or lxc.cap.keep/unprivileged ptrace rights (LXC)")
+    if scope == "1" and me != 0:
+        return ("yama", "kernel.yama.ptrace_scope is 1: a process may attach only to its own descendants",
+                "sudo sysctl kernel.yama.ptrace_scope=0, or run the target as root")
+    return ("denied", "the kernel refused to let py-spy read the process", "run the target as root")
+
+
+def sample(spy, procs, timeout):
+    """One py-spy dump of every process at once; {pid: threads or an error}."""
+    running = {}
+    for p in procs:
+        if p.get("skip"):
+            continue
+        try:
+            running[p["pid"]] = subprocess.Popen([spy, "dump", "--pid", str(p["pid"]), "--json", "--nonblocking"],
+                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            return {p["pid"]: {"error": str(exc)} for p in procs}
+    deadline = time.time() + timeout
+    out = {}
+    for pid, proc in running.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.05, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out[pid] = {"error": f"no answer from py-spy within {timeout:.1f} s", "timeout": True}
+            continue
+        if proc.returncode != 0:
+            err = stderr.decode("utf-8", "replace").strip().splitlines()
+            out[pid] = {"error": next((ln for ln in err if ln.startswith("Error")), (err or ["py-spy failed"])[0])}
+            continue
+        try:
+            dumped = json.loads(stdout.decode("utf-8", "replace"))
+        except ValueError:
+            out[pid] = {"error": "py-spy printed no JSON"}
+            continue
+        out[pid] = {"threads": [{"tid": t.get("os_thread_id"), "name": t.get("thread_name"),
+                                 "active": t.get("active"),
+                                 "frames": [[f.get("name"), f.get("filename"), f.get("line")] for f in t.get("frames", [])]}
+                                for t in dumped]}
+    return out
+
+
+def code_at(path, line):
+    if not path or not line or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for i, text in enumerate(f, 1):
+                if i == line:
+                    return text.strip()[:200]
+    except OSError:
+        return None
+    return None
+
+
+def main():
+    started = time.time()
+    procs, launchers, left = find(params.get("match") or "", params.get("pid") or "", int(params.get("most", 256)))
+    spy = py_spy_path(params.get("py_spy") or "")
+    if spy is None:
+        emit("finding", finding="no-py-spy", text=f"py-spy is not on this machine (PATH, next to {sys.executable}, ~/.cache/sleuth/bin): "
+             "only /proc was read; sleuth copies it there when it runs stacks")
+    samples = max(1, int(params.get("samples", 5)))
+    interval = max(0.0, float(params.get("interval", 0.2)))
+    timeout = float(params.get("dump_timeout", 5.0))
+    before = {p["pid"]: threads(p["pid"]) for p in procs}
+    dumps = {p["pid"]: [] for p in procs}
+    denied = {}
+    for i in range(samples):
+        t0 = time.time()
+        if spy is not None:
+            for pid, got in sample(spy, procs, timeout).items():
+                dumps[pid].append(got)
+                err = got.get("error") or ""
+                if re.search(r"Permission denied|Operation not permitted|os error 1\b|os error 13\b", err, re.I):
+                    denied[pid] = err
+                    for p in procs:
+                        if p["pid"] == pid:
+                            p["skip"] = True  # asking again changes nothing
+        if i + 1 < samples:
+            time.sleep(max(0.0, interval - (time.time() - t0)))
+    window = time.time() - started
+    after = {p["pid"]: threads(p["pid"]) for p in procs}
+    said = set()
+    for p in procs:
+        pid = p["pid"]
+        if pid in denied:
+            cause, why, fix = ptrace_why(p["uid"])
+            if cause not in said:
+                said.add(cause)
+                emit("finding", finding="ptrace", cause=cause, pid=pid,
+                     text=f"cannot read the stacks of pid {pid}: {why} ({denied[pid]})", fix=fix)
+        tasks = []
+        for tid, now in sorted(after[pid].items()):
+            was = before[pid].get(tid)
+            tasks.append({"tid": tid, "comm": now["comm"], "state": now["state"], "wchan": now["wchan"],
+                          "cpu_s": round(now["cpu"] - was["cpu"], 3) if was else None,
+                          "switches": now["switches"] - was["switches"] if was else None})
+        samples_out = []
+        for got in dumps[pid]:
+            if "threads" in got:
+                samples_out.append(got["threads"])
+            else:
+                samples_out.append({"error": got.get("error"), "timeout": bool(got.get("timeout"))})
+        # the source line of each thread's innermost frames, read here where the files are
+        code = {}
+        for threads_ in samples_out[-1:]:
+            if isinstance(threads_, list):
+                for t in threads_:
+                    for _name, path, line in t["frames"][:6]:
+                        code.setdefault(f"{path}:{line}", code_at(path, line))
+        env = p["env"] or {}
+        emit("rank", pid=pid, ppid=p["ppid"], uid=p["uid"], cmd=p["cmd"], rank=env.get("RANK"),
+             local_rank=env.get("LOCAL_RANK"), world_size=env.get("WORLD_SIZE"), environ_readable=p["env"] is not None,
+             alive=bool(after[pid]), tasks=tasks, samples=samples_out, code=code,
+             denied=denied.get(pid))
+    unanswered = sum(1 for p in procs if any("timeout" in d for d in dumps[p["pid"]]))
+    emit("result", processes=len(procs), ranks=sum(1 for p in procs if (p["env"] or {}).get("RANK") is not None),
+         sampled=sum(1 for p in procs if any("threads" in d for d in dumps[p["pid"]])), denied=len(denied),
+         unanswered=unanswered, left_out=left, launchers=[{"pid": p["pid"], "cmd": p["cmd"]} for p in launchers],
+         py_spy=spy, samples=samples, window_s=round(window, 3))
+
+
+main()

@@ -1,0 +1,276 @@
+"""Hangs and stragglers (issue 26) on a real multi-process gloo job on CPU: four ranks on
+127.0.0.1 started by torch's own launcher (tests/hang_job.py), each fault and a healthy run,
+read by `sleuth probe run stacks` as a user runs it — on the local target, through the real
+sshd (jump + pct stand-in, py-spy copied to the far end), and as another user without ptrace
+rights. The reading itself (hypotheses/hang.py) is unit-tested on records shaped like the
+probe's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sleuth.hypotheses.hang import analyze_stacks
+from test_cli import sleuth
+
+JOB = Path(__file__).with_name("hang_job.py")
+
+
+class Job:
+    """A 4-rank gloo job; stopped (every rank killed) at the end of the test."""
+
+    def __init__(self, tmp: Path, fault: str) -> None:
+        self.pids_dir = tmp / f"pids-{fault}"
+        self.pids_dir.mkdir()
+        self.log = (tmp / f"job-{fault}.log").open("w")
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+             str(JOB), "--fault", fault, "--pids", str(self.pids_dir)],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        self.fault = fault
+
+    def wait(self, timeout: float = 90.0) -> Job:
+        """Until every rank runs and the fault has happened (rank 0 logged step 3, or the hung
+        ranks stopped at step 3 and had a second to settle)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            text = Path(self.log.name).read_text()
+            if len(list(self.pids_dir.iterdir())) == 4 and "step 2" in text:
+                time.sleep(2.0)
+                return self
+            assert self.proc.poll() is None, text
+            time.sleep(0.2)
+        raise AssertionError(f"the job did not start: {Path(self.log.name).read_text()}")
+
+    @property
+    def pids(self) -> dict[int, int]:
+        return {int(p.name[4:]): int(p.read_text()) for p in self.pids_dir.iterdir()}
+
+    def stop(self) -> None:
+        for pid in self.pids.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def job(tmp_path: Path):
+    started: list[Job] = []
+
+    def start(fault: str) -> Job:
+        j = Job(tmp_path, fault)
+        started.append(j)
+        return j.wait()
+
+    yield start
+    for j in started:
+        j.stop()
+
+
+async def _ui_marks_the_odd_rank(d: Path) -> None:
+    from sleuth.app.tui import SleuthApp
+    from sleuth.sessions import Workspace
+    from test_ui import select, text_of
+
+    app = SleuthApp.live(Workspace(d))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await select(pilot, "run", "1", "collective-mismatch")
+        await pilot.pause()
+        pinned = text_of(app, "#pinned")
+        assert "rank 2 waits in log_loss at hang_job.py:49 (all_reduce)" in pinned
+        import re
+
+        rows = {m.group(2): line for line in pinned.splitlines() if (m := re.match(r"^(◆ |  )(rank \d+) ", line))}
+        assert rows["rank 2"].startswith("◆ rank 2") and "log_loss hang_job.py:49" in rows["rank 2"]
+        assert "stuck" in rows["rank 2"] and "all_reduce" in rows["rank 2"]
+        assert rows["rank 0"].startswith("  rank 0") and "sync_gradients hang_job.py:45" in rows["rank 0"]
+
+
+def run_stacks(d: Path, *args: str, check: int | None = 0) -> dict:
+    proc = sleuth(d, "probe", "run", "stacks", "--json", "--force", *args, check=check)
+    return json.loads(proc.stdout)
+
+
+def verdicts(data: dict) -> dict[str, str]:
+    return {e["hypothesis"]: e["verdict"] for e in data["evidence"]}
+
+
+def result(data: dict) -> dict:
+    return next(r for r in data["records"] if r["kind"] == "result")
+
+
+def project(tmp_path: Path, extra: str = "") -> Path:
+    d = tmp_path / "proj"
+    d.mkdir(exist_ok=True)
+    sleuth(d, "init")
+    if extra:
+        (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + extra)
+    return d
+
+
+# ------------------------------------------------------------------ the reading, on shaped records
+
+def _rank(rank: int, main: list, *, stuck: bool = True, loader: list | None = None, code: dict | None = None,
+          samples: int = 3) -> dict:
+    pid = 1000 + rank
+    threads = [{"tid": pid, "name": "MainThread", "frames": main}]
+    if loader is not None:
+        threads.append({"tid": pid + 1, "name": "loader", "frames": loader})
+    return {"kind": "rank", "pid": pid, "rank": str(rank), "world_size": "4", "samples": [threads] * samples,
+            "code": code or {},
+            "tasks": [{"tid": pid, "state": "S", "cpu_s": 0.0 if stuck else 0.02, "switches": 0 if stuck else 9}]}
+
+
+AR = ["all_reduce", "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 3252]
+
+
+def test_the_reading_names_the_odd_rank_its_line_and_the_majority():
+    sync = [AR, ["sync_gradients", "/job/train.py", 101], ["main", "/job/train.py", 140]]
+    other = [AR, ["log_loss", "/job/train.py", 111], ["main", "/job/train.py", 139]]
+    found = analyze_stacks([_rank(0, sync), _rank(1, sync), _rank(2, other), _rank(3, sync)])
+    assert (found["verdict"], found["mismatch"], found["odd"], found["stuck"]) == ("mismatch", True, 1, 4)
+    [odd] = found["odd_ranks"]
+    assert (odd["rank"], odd["function"], odd["file"], odd["line"], odd["collective"]) == (
+        "rank 2", "log_loss", "/job/train.py", 111, "all_reduce")
+    assert found["sentences"][0].startswith("rank 2 waits in log_loss at train.py:111 (all_reduce); ranks 0, 1, 3 "
+                                            "wait in sync_gradients at train.py:101 (all_reduce)")
+
+
+def test_a_job_whose_ranks_all_move_is_healthy_and_one_stuck_everywhere_is_not():
+    step = [["time.sleep", "<built-in>", 0], ["main", "/job/train.py", 77]]
+    moving = analyze_stacks([_rank(r, step, stuck=False) for r in range(4)])
+    assert moving["healthy"] and moving["verdict"] == "healthy" and moving["odd_ranks"] == []
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    stuck = analyze_stacks([_rank(r, sync) for r in range(3)])  # world size 4, three ranks here
+    assert not stuck["healthy"] and stuck["stuck"] == 3 and stuck["missing"] == 1
+    assert any("1 is elsewhere" in s for s in stuck["sentences"])
+
+
+def test_a_rank_without_stacks_is_named_not_guessed():
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    denied = {**_rank(3, sync), "samples": [{"error": "Permission Denied"}], "denied": "Permission Denied"}
+    found = analyze_stacks([_rank(0, sync), _rank(1, sync), _rank(2, sync), denied])
+    assert found["unreadable"] == 1 and found["sampled"] == 3
+    assert found["sentences"][0].startswith("rank 3 (pid 1003): no stacks — stacks not readable: Permission Denied")
+
+
+# ------------------------------------------------------------------ a real gloo job
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["mismatch", "deadlock", "straggler", "healthy"])
+def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, fault: str):
+    d = project(tmp_path)
+    j = job(fault)
+    data = run_stacks(d, "--target", "local")
+    found = result(data)
+    ranks = [r for r in data["records"] if r["kind"] == "rank"]
+    assert sorted(int(r["rank"]) for r in ranks) == [0, 1, 2, 3]
+    assert {int(r["rank"]): r["pid"] for r in ranks} == j.pids  # the ranks, not the launcher or sleuth
+    assert all(isinstance(r["samples"][0], list) and r["samples"][0] for r in ranks)  # every thread's stack
+    v = verdicts(data)
+    said = [f["text"] for f in data["findings"] if f["kind"] == "hang"]
+    job_py = str(JOB)
+    if fault == "mismatch":
+        assert v == {"hang": "supports", "collective-mismatch": "supports", "deadlock": "refutes",
+                     "straggler": "refutes"}, v
+        [odd] = found["odd_ranks"]
+        assert (odd["rank"], odd["function"], odd["file"], odd["line"]) == ("rank 2", "log_loss", job_py, 49)
+        assert said[0] == ("rank 2 waits in log_loss at hang_job.py:49 (all_reduce); ranks 0, 1, 3 wait in "
+                           "sync_gradients at hang_job.py:45 (all_reduce): a collective mismatch (another collective, "
+                           "another call site or another group)")
+    elif fault == "deadlock":
+        assert v == {"hang": "supports", "collective-mismatch": "refutes", "deadlock": "supports",
+                     "straggler": "refutes"}, v
+        [odd] = found["odd_ranks"]
+        assert (odd["rank"], odd["kind"], odd["collective"]) == ("rank 1", "deadlock", None)
+        assert "a deadlock inside rank 1" in said[0] and "loader in loader_thread at hang_job.py:38" in said[0]
+        assert "MainThread in main at hang_job.py:71 `filled.wait()" in said[0]
+    elif fault == "straggler":
+        assert v["straggler"] == "supports" and v["collective-mismatch"] == "refutes", v
+        [odd] = found["odd_ranks"]
+        assert (odd["rank"], odd["function"], odd["line"], odd["stuck"]) == ("rank 3", "load_batch", 31, False)
+        assert said[0].startswith("rank 3 is in load_batch at hang_job.py:31 in ")
+    else:
+        assert found["healthy"] and v == {"hang": "refutes", "collective-mismatch": "refutes", "deadlock": "refutes",
+                                          "straggler": "refutes"}, v
+        assert said[0].startswith("healthy: all 4 ranks move")
+    if fault == "mismatch":  # the UI's ranks × frames view and the postmortem's Hang section
+        import asyncio
+
+        asyncio.run(_ui_marks_the_odd_rank(d))
+        md = tmp_path / "pm.md"
+        sleuth(d, "export", "-o", str(md))
+        hang = md.read_text().split("## Hang")[1].split("\n## ")[0]
+        assert "### #1 stacks on local: mismatch (4 of 4 processes sampled" in hang
+        assert "- rank 2 waits in log_loss at hang_job.py:49 (all_reduce)" in hang
+        assert "| ranks 0, 1, 3 | sync_gradients at hang_job.py:45 (all_reduce) |" in hang.replace("rank 0, rank 1, rank 3",
+                                                                                                  "ranks 0, 1, 3")
+    # never harm the job: every rank still alive, and a healthy job still steps
+    for pid in j.pids.values():
+        os.kill(pid, 0)
+    if fault == "healthy":
+        before = Path(j.log.name).read_text().count("step ")
+        time.sleep(1.0)
+        assert Path(j.log.name).read_text().count("step ") > before
+
+
+@pytest.mark.slow
+def test_stacks_through_the_real_sshd_copies_py_spy_and_names_the_odd_rank(tmp_path: Path, sshd, job):
+    cache = tmp_path / "far-cache"
+    d = project(tmp_path, sshd.toml("ct200") + f'env = {{ XDG_CACHE_HOME = "{cache}" }}\n')
+    job("mismatch")
+    data = run_stacks(d, "--target", "ct200")
+    assert (cache / "sleuth" / "bin" / "py-spy").is_file()  # not on the far end's PATH nor beside its python
+    assert result(data)["py_spy"] == str(cache / "sleuth" / "bin" / "py-spy")
+    [odd] = result(data)["odd_ranks"]
+    assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", 49)
+    assert verdicts(data)["collective-mismatch"] == "supports"
+
+
+@pytest.mark.slow
+def test_a_job_of_another_user_without_ptrace_rights_is_a_clear_finding(tmp_path: Path, job):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the probe as another user (setpriv)")
+    import shutil
+    import tempfile
+
+    outside = Path(tempfile.mkdtemp(prefix="sleuth-nobody-"))  # a folder that user can reach (pytest's is 0700)
+    outside.chmod(0o755)
+    wrapper = outside / "python-as-nobody"
+    wrapper.write_text("#!/bin/sh\nexec setpriv --reuid 65534 --regid 65534 --clear-groups /usr/bin/python3 \"$@\"\n")
+    wrapper.chmod(0o755)
+    spy = outside / "bin" / "py-spy"
+    spy.parent.mkdir()
+    from sleuth.probes.py_spy import local_py_spy
+
+    spy.write_bytes(Path(local_py_spy() or "").read_bytes())
+    spy.chmod(0o755)
+    d = project(outside, f'[targets.nobody]\npython = "{wrapper}"\n')  # its folder too: the probe runs there
+    job("mismatch")
+    try:
+        data = run_stacks(d, "--target", "nobody", "--param", "match=hang_job.py", "--param", f"py_spy={spy}",
+                          check=None)
+    finally:
+        sleuth(d, "agent", "stop", check=None)
+        shutil.rmtree(outside)
+    found = [f for f in data["findings"] if f["kind"] == "ptrace"]
+    assert len(found) == 1, (data["classification"], data["reason"], data["findings"])
+    assert "the job runs as uid 0 and sleuth's agent as uid 65534: only root or the job's own user may read its " \
+           "stacks" in found[0]["text"]
+    assert "fix: run the target as the job's user (ssh user in sleuth.toml), or as root" in found[0]["text"]
+    assert result(data)["denied"] == 4 and result(data)["sampled"] == 0
+    assert {e["verdict"] for e in data["evidence"]} <= {"inconclusive"}  # no stacks: nothing is claimed
