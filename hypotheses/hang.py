@@ -245,7 +245,7 @@ def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int,
         elif v.stuck:
             blocked = [(n, tw) for n, (tw, _k, _m) in v.threads.items() if tw is not None]
             lockish = [(n, tw) for n, tw in blocked if _LOCKISH.search(v.line_of(tw) or "")]
-            if len(lockish) >= 2 or (lockish and len(blocked) >= 2):
+            if base is not None and base.collective and (len(lockish) >= 2 or (lockish and len(blocked) >= 2)):
                 out["deadlocks"] += 1
                 row["kind"] = "deadlock"
                 threads = "; ".join(f"{n} in {tw.text()}" + (f" `{v.line_of(tw)}`" if v.line_of(tw) else "")
