@@ -158,7 +158,8 @@ def _run_fleet(ws: Workspace, config, fleet, probe, params: dict, args: argparse
                               "comparison": comparison.to_dict(), "headline": comparison.headline(),
                               "sentences": [s.sentence(len(comparison.runs)) for s in comparison.spreads],
                               "evidence": [{"member": m, "run": r, "verdict": "supports", "hypothesis": "version-drift"}
-                                           for m, r in report.evidence]}, indent=2, default=str))
+                                           for m, r in report.evidence],
+                              **({"hang": report.hang} if report.hang is not None else {})}, indent=2, default=str))
         else:
             print(f"{fleet.name}: {len(report.members)} members ({fleet.fleet.describe()}) · {probe.id}")
             for member in report.members:
@@ -176,6 +177,10 @@ def _run_fleet(ws: Workspace, config, fleet, probe, params: dict, args: argparse
                 print(f"  … and {len(comparison.spreads) - 30} more (--json has them all)")
             for member, run in report.evidence:
                 print(f"  supports version-drift: {member} (#{run}) differs in what the code runs on")
+            if report.hang is not None:  # every member's ranks read together
+                print(f"\nthe job's ranks across {len(report.members)} members: {report.hang['verdict']}")
+                for said in report.hang["sentences"]:
+                    print(f"  {said}")
     answered = len(comparison.runs)
     return 0 if answered and not comparison.unreachable else 1
 

@@ -93,6 +93,7 @@ class InvestigationState(StateQueries):
         self._known_live: dict[tuple[str, str], bool] = {}  # (target, entry id) -> applies now
         self._known_state_seq: dict[str, int] = {}  # target -> the event that last told its state
         self._overlay_events: list[tuple[str, int, int, str]] = []  # (target, seq, application, made|removed)
+        self.fleet_hangs: list[dict[str, Any]] = []  # a stacks fan-out's ranks read together (fleet.hang)
         self._handlers: dict[str, Callable[[Event], None]] = {
             EventKind.INVESTIGATION_CREATED: self._created,
             EventKind.SYMPTOM_ADDED: self._symptom,
@@ -114,6 +115,7 @@ class InvestigationState(StateQueries):
             EventKind.FLEET_EXPANDED: self._fleet_expanded,
             EventKind.FLEET_COMPARED: self._fleet_compared,
             EventKind.KNOWN_MATCHED: self._known_matched,
+            EventKind.FLEET_HANG: self._fleet_hang,
         }
 
     # ---------------------------------------------------------------- folding
@@ -383,6 +385,9 @@ class InvestigationState(StateQueries):
             self.known_left.append(left)
             said["left"].append(left)
             self._known_live[(target, m["id"])] = False
+
+    def _fleet_hang(self, e: Event) -> None:
+        self.fleet_hangs.append({**e.data, "seq": e.seq, "ts": e.ts})
 
     def _baseline(self, e: Event) -> None:
         self.baselines[e.data["target"]] = e.data["run"]

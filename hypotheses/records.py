@@ -53,6 +53,7 @@ class EventKind(StrEnum):
     FLEET_EXPANDED = "fleet.expanded"
     FLEET_COMPARED = "fleet.compared"
     KNOWN_MATCHED = "known.matched"
+    FLEET_HANG = "fleet.hang"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hypotheses import Comparison, PreRunCheck, compare
+from ..hypotheses.hang import analyze_stacks
 from ..probes import Config, Container, HopChain, ProbeDef, Runner, SessionRunner, SshPool, Target
 from ..probes.transports import run_chain
 from .errors import InvestigationError
@@ -37,6 +38,7 @@ class FleetReport:
     reused: dict[str, int] = field(default_factory=dict)  # member -> its earlier run (same state)
     comparison: Comparison | None = None
     evidence: list[tuple[str, int]] = field(default_factory=list)  # (odd member, run) that support drift
+    hang: dict[str, Any] | None = None  # a stacks fan-out: every member's ranks read together (hypotheses/hang.py)
 
 
 # ---------------------------------------------------------------- members
@@ -225,4 +227,15 @@ async def run_fleet(
             unreachable[member.name] = f"{run.classification}: {run.reason}"
     report.comparison = compare(fleet.name, probe.id, answers, unreachable)
     report.evidence = inv.record_comparison(report.comparison)
+    if probe.analysis == "stacks" and answers:
+        # each member sees its own node's ranks; the job's ranks are read together, members named
+        records: list[dict[str, Any]] = []
+        member_of: dict[int, str] = {}
+        for name, run in answers.items():
+            for rec in run.records:
+                if rec.get("kind") == "rank":
+                    member_of[len(records)] = name
+                    records.append(rec)
+        report.hang = analyze_stacks(records, member_of)
+        inv.record_fleet_hang(fleet.name, {name: run.id for name, run in answers.items()}, report.hang)
     return report

@@ -31,6 +31,7 @@ from ..hypotheses import (
     describe_check,
     describe_retest,
     describe_revisit,
+    judge,
     result_fields,
     state_changes,
     state_key_of_parts,
@@ -529,6 +530,28 @@ class Investigation(RunJudging):
             })
             judged.append((member, run))
         return judged
+
+    def record_fleet_hang(self, fleet: str, runs: Mapping[str, int], reading: Mapping[str, Any]) -> int | None:
+        """Record a stacks fan-out's ranks read together (*reading*: hypotheses.hang's fields) and
+        its evidence on each hang hypothesis, on the run of the member that holds the first odd
+        rank (else the first member's run): the run whose state the reading belongs to."""
+        odd_member = next((r.get("member") for r in reading.get("odd_ranks") or [] if r.get("member") in runs), None)
+        run = runs[odd_member] if odd_member else next(iter(runs.values()), None)
+        with self.store.batch():
+            self._record(EventKind.FLEET_HANG, {"fleet": fleet, "runs": dict(runs), "run": run,
+                                                "reading": dict(reading)})
+            if run is None:
+                return None
+            for hyp_id in self.state.testing("stacks"):
+                test = next(t for t in self.state.hypotheses[hyp_id].probes if t.probe == "stacks")
+                verdict = judge(test, "completed", reading)
+                if verdict is None:
+                    continue
+                self._record(EventKind.EVIDENCE_RECORDED, {
+                    "run": run, "hypothesis": hyp_id, "verdict": verdict.verdict,
+                    "rule": f"fleet {fleet}: every member's ranks read together ({verdict.rule})",
+                    "fields": {"fleet": fleet, "members": len(runs), **dict(verdict.fields)}})
+        return run
 
     def record_preview(self, remedy: str, path: str, before_sha: str, after_sha: str, blocked: list[str]) -> None:
         """Record that *remedy* was previewed on *path* (a file key), as the diff showed it."""

@@ -251,6 +251,11 @@ def _hang_section(st: Any) -> list[str]:
     if not runs:
         return []
     out = ["## Hang", ""]
+    for f in st.fleet_hangs:
+        res = f.get("reading") or {}
+        members = ", ".join(f"{m} (#{r})" for m, r in (f.get("runs") or {}).items())
+        out += [f"### fleet {f.get('fleet')}: {res.get('verdict')} — every member's ranks read together ({members})", ""]
+        out += [f"- {_esc(str(s))}" for s in res.get("sentences") or []] + [""]
     for run in runs:
         res = run.result
         out += [f"### #{run.id} stacks on {run.target}: {res.get('verdict')} ({res.get('sampled')} of {res.get('ranks')} "

@@ -274,3 +274,74 @@ def test_a_job_of_another_user_without_ptrace_rights_is_a_clear_finding(tmp_path
     assert "fix: run the target as the job's user (ssh user in sleuth.toml), or as root" in found[0]["text"]
     assert result(data)["denied"] == 4 and result(data)["sampled"] == 0
     assert {e["verdict"] for e in data["evidence"]} <= {"inconclusive"}  # no stacks: nothing is claimed
+
+
+@pytest.mark.slow
+def test_a_fleet_of_two_nodes_reads_the_jobs_ranks_together_and_names_the_odd_ranks_node(tmp_path: Path):
+    """Two "nodes" on this machine: each its own PID namespace (unshare) with its own sshd and
+    its half of a 4-rank gloo job (torch's launcher, --nnodes 2): a node sees only its own
+    ranks, as on two hosts. `probe run stacks --target nodes` reads both and names rank 2 on
+    node b; each node alone could not (its run says the other ranks are elsewhere)."""
+    import shutil
+    import socket
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for two PID namespaces")
+    from sshd_harness import SSHD, SshHarness, free_port
+
+    h = SshHarness(tmp_path / "nodes").setup()
+    port = free_port()
+    procs, logs = [], []
+    names = {"jump": "a", "gpu": "b"}
+    try:
+        for i, server in enumerate(("jump", "gpu")):
+            pids = tmp_path / f"pids-{names[server]}"
+            pids.mkdir()
+            job_cmd = (f"{sys.executable} -m torch.distributed.run --nnodes 2 --node-rank {i} --nproc-per-node 2 "
+                       f"--master-addr 127.0.0.1 --master-port {port} {JOB} --fault mismatch --pids {pids}")
+            log = (tmp_path / f"node-{names[server]}.log").open("w")
+            logs.append(log)
+            procs.append(subprocess.Popen(
+                ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c",
+                 f"{SSHD} -D -e -f {h.servers[server].config} & exec {job_cmd}"],
+                stdout=log, stderr=subprocess.STDOUT))
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            ready = all(len(list((tmp_path / f"pids-{n}").iterdir())) == 2 for n in ("a", "b"))
+            text = (tmp_path / "node-a.log").read_text()
+            if ready and "step 2" in text:
+                break
+            assert all(p.poll() is None for p in procs), (tmp_path / "node-a.log").read_text()
+            time.sleep(0.3)
+        time.sleep(2.0)
+        for server in ("jump", "gpu"):
+            with socket.create_connection(("127.0.0.1", h.servers[server].port), timeout=10):
+                pass
+        targets = ""
+        for server, name in names.items():
+            targets += (f"[targets.{name}]\nssh = \"{h.user}@127.0.0.1\"\nport = {h.servers[server].port}\n"
+                        f"identity = \"{h.client_key}\"\nknown_hosts = \"{h.known_hosts}\"\n"
+                        f"python = \"{sys.executable}\"\nconnect_timeout = 5\n\n")
+        d = project(tmp_path, targets + '[targets.nodes]\nmembers = ["a", "b"]\n')
+        data = json.loads(sleuth(d, "probe", "run", "stacks", "--target", "nodes", "--json", "--force").stdout)
+        hang = data["hang"]
+        assert sorted(r["label"] for r in hang["per_rank"]) == ["rank 0", "rank 1", "rank 2", "rank 3"]
+        assert {r["label"]: r["member"] for r in hang["per_rank"]} == {"rank 0": "a", "rank 1": "a", "rank 2": "b",
+                                                                       "rank 3": "b"}
+        [odd] = hang["odd_ranks"]
+        assert (odd["rank"], odd["member"], odd["function"], odd["line"]) == ("rank 2", "b", "log_loss", 49)
+        assert hang["sentences"][0].startswith("rank 2 on b waits in log_loss at hang_job.py:49 (all_reduce); ranks "
+                                               "0, 1, 3 wait in sync_gradients at hang_job.py:45 (all_reduce)")
+        alone = json.loads(sleuth(d, "replay", "--json").stdout)["runs"]
+        a_run = next(r for r in alone if r["target"] == "a")
+        assert "2 are elsewhere" in " ".join(a_run["result"]["sentences"])
+        hyps = {h["id"]: h for h in json.loads(sleuth(d, "hypotheses", "--json").stdout)}
+        assert hyps["hang"]["status"] == "supported"
+        statuses = {c["id"]: c["status"] for c in hyps["hang"]["refinements"]}
+        assert statuses["collective-mismatch"] == "supported", statuses
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for log in logs:
+            log.close()
