@@ -193,6 +193,9 @@ def _probe_commands(sub: Any, add: Any) -> None:
     p.add_argument("id", nargs="?", help="a built-in probe id (sleuth probe list)")
     p.add_argument("--script", metavar="FILE", help="your own Python probe (same protocol: emit(), params)")
     p.add_argument("--shell", metavar="CMD", help="a shell command, run as bash -c CMD at the far end")
+    p.add_argument("--hook", action="store_true",
+                   help="with --shell: every Python process the command starts can dump its stacks to sleuth "
+                        "without ptrace (faulthandler on SIGUSR2; the stacks probe uses it)")
     p.add_argument("--target", default="local", help="target name from sleuth.toml (default: local)")
     p.add_argument("--no-agent", action="store_true",
                    help="run in a session of its own, not through the resident agent the broker keeps between commands")

@@ -102,13 +102,15 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
     target = config.target(args.target)
     probe = _probe(args)
     params = config.params_for(probe.id if probe else "", _params(args.param))
+    if args.hook and not args.shell:
+        raise UsageError("--hook goes with --shell: it is how a command you start through sleuth gets the stack-dump hook")
     if target.fleet is not None:
         if probe is None:
             raise UsageError(f"{target.name} is a fleet: give a probe (a shell command runs on one target)")
         return _run_fleet(ws, config, target, probe, _params(args.param), args)
     with ws.open(args.session) as inv:
         if args.shell:
-            request = request_for_shell(args.shell)
+            request = request_for_shell(args.shell, hook=args.hook)
         elif probe is not None:
             request = request_for_probe(inv, probe, target, params)
         else:

@@ -65,6 +65,18 @@ def _sleuth_main(config):
     if config.get("mode") == "shell":
         import subprocess
 
+        if config.get("hook"):  # sleuth's stack-dump hook for every Python process the command starts
+            cache = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"), ".cache")
+            folder = _os.path.join(cache, "sleuth", "hook")
+            _os.makedirs(_os.path.join(folder, "dumps"), exist_ok=True)
+            tmp = _os.path.join(folder, ".sitecustomize.%d" % _os.getpid())
+            with open(tmp, "w") as fh:
+                fh.write(config["hook"])
+            _os.replace(tmp, _os.path.join(folder, "sitecustomize.py"))
+            before = _os.environ.get("PYTHONPATH")
+            _os.environ["PYTHONPATH"] = folder + (_os.pathsep + before if before else "")
+            _os.environ["SLEUTH_STACKS_DIR"] = _os.path.join(folder, "dumps")
+
         child = subprocess.Popen(["bash", "-c", config["shell"]], stdin=subprocess.DEVNULL)
         code = child.wait()
         if code < 0:

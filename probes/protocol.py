@@ -18,6 +18,7 @@ from typing import Any
 __all__ = ["ProgramSpec", "RecordParser", "build_program", "new_nonce", "PRELUDE"]
 
 PRELUDE = Path(__file__).with_name("prelude_src.py").read_text(encoding="utf-8")
+HOOK = Path(__file__).with_name("hook_src.py")
 
 
 def new_nonce() -> str:
@@ -40,6 +41,7 @@ class ProgramSpec:
     # directories put first on sys.path and PYTHONPATH (an upgrade's overlay); such a run is
     # never forked from an agent, whose imports would hide the overlay's packages
     path_prefix: tuple[str, ...] = ()
+    hook: bool = False  # a shell command's Python processes get sleuth's stack-dump hook (probes/hook_src.py)
 
 
 def build_program(spec: ProgramSpec, nonce: str) -> bytes:
@@ -55,6 +57,8 @@ def build_program(spec: ProgramSpec, nonce: str) -> bytes:
         "quiet": spec.quiet,
         "path_prefix": list(spec.path_prefix),
     }
+    if spec.hook:
+        config["hook"] = HOOK.read_text(encoding="utf-8")
     payload = json.dumps(config, ensure_ascii=True)
     return (PRELUDE + f"\n_sleuth_main(_json.loads({payload!r}))\n").encode("utf-8")
 

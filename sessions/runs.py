@@ -157,10 +157,10 @@ async def measure_state(
                     outcome.seconds)
 
 
-def request_for_shell(command: str, timeout: float | None = None) -> RunRequest:
+def request_for_shell(command: str, timeout: float | None = None, hook: bool = False) -> RunRequest:
     # forked from the agent: the shell command runs in bash, the fork only saves starting Python
-    spec = ProgramSpec(probe="shell", mode="shell", shell=command, fork=True)
-    return RunRequest("shell", "shell", spec, {"cmd": command}, timeout)
+    spec = ProgramSpec(probe="shell", mode="shell", shell=command, fork=True, hook=hook)
+    return RunRequest("shell", "shell", spec, {"cmd": command, **({"hook": True} if hook else {})}, timeout)
 
 
 async def check_run(

@@ -345,3 +345,51 @@ def test_a_fleet_of_two_nodes_reads_the_jobs_ranks_together_and_names_the_odd_ra
             p.wait()
         for log in logs:
             log.close()
+
+
+@pytest.mark.slow
+def test_a_job_started_with_the_hook_gives_its_stacks_without_ptrace_and_an_unhooked_one_is_never_signalled(
+        tmp_path: Path, job):
+    """`probe run --shell CMD --hook` starts the job with sleuth's sitecustomize (faulthandler on
+    SIGUSR2, one file per process); `stacks --param via=hook` reads every rank through it, no
+    ptrace; a job started without it is left alone (SIGUSR2 would kill it) and said so."""
+    from test_cli import SLEUTH
+
+    cache = tmp_path / "cache"
+    d = project(tmp_path, f'[targets.mine]\npython = "{sys.executable}"\nenv = {{ XDG_CACHE_HOME = "{cache}" }}\n')
+    pids = tmp_path / "pids-hooked"
+    pids.mkdir()
+    launch = subprocess.Popen(
+        [SLEUTH, "probe", "run", "--target", "mine", "--hook", "--quiet", "--shell",
+         f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 4 {JOB} --fault mismatch "
+         f"--pids {pids}"], cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 90
+        while len(list(pids.iterdir())) < 4 and time.monotonic() < end:
+            time.sleep(0.2)
+        time.sleep(5.0)  # past step 3
+        ranks = {int(p.name[4:]): int(p.read_text()) for p in pids.iterdir()}
+        dumps = cache / "sleuth" / "hook" / "dumps"
+        assert all((dumps / f"hooked-{pid}").is_file() for pid in ranks.values())
+        data = run_stacks(d, "--target", "mine", "--param", "via=hook")
+        found = result(data)
+        assert (found["sampled"], found["py_spy"], found["verdict"]) == (4, None, "mismatch"), found["sentences"]
+        [odd] = found["odd_ranks"]
+        assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", 49)
+        assert all("Current thread" in (dumps / f"stacks-{pid}.txt").read_text() or
+                   "Thread 0x" in (dumps / f"stacks-{pid}.txt").read_text() for pid in ranks.values())
+        other = job("mismatch")  # started without the hook
+        alone = run_stacks(d, "--target", "mine", "--param", "via=hook", "--param",
+                           "pid=" + ",".join(map(str, other.pids.values())))
+        assert [f["kind"] for f in alone["findings"] if f["kind"] == "no-hook"] == ["no-hook"]
+        assert result(alone)["sampled"] == 0
+        for pid in other.pids.values():
+            os.kill(pid, 0)  # alive: never signalled
+    finally:
+        for pid in (int(p.read_text()) for p in pids.iterdir()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        launch.wait(timeout=60)
+        sleuth(d, "agent", "stop", check=None)

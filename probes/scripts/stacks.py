@@ -12,12 +12,13 @@ sleuth from these records (hypotheses/hang.py)."""
 
 PROBE = {
     "fork": True,  # reads /proc and runs py-spy: safe to fork from a warm agent
+    "stochastic": True,  # a moment of a running job: asking again observes anew, never a circular retest
     "id": "stacks",
     "title": "every rank's Python stacks (py-spy, non-blocking), /proc state and CPU: who waits where",
     "timeout": 60,
     "cost": 2,
     "params": {"match": "", "pid": "", "samples": 5, "interval": 0.2, "py_spy": "", "dump_timeout": 5.0,
-               "most": 256},
+               "most": 256, "via": "auto"},
     "reports": ["processes", "ranks", "sampled", "denied", "unanswered", "window_s", "stuck", "odd", "mismatch",
                 "deadlocks", "stragglers", "healthy", "missing", "verdict", "odd_ranks", "sentences"],
     "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
@@ -57,7 +58,8 @@ def environ(pid):
     out = {}
     for item in raw.split(b"\0"):
         key, sep, value = item.partition(b"=")
-        if sep and key in (b"RANK", b"LOCAL_RANK", b"WORLD_SIZE", b"GROUP_RANK", b"TORCHELASTIC_RUN_ID"):
+        if sep and key in (b"RANK", b"LOCAL_RANK", b"WORLD_SIZE", b"GROUP_RANK", b"TORCHELASTIC_RUN_ID",
+                           b"SLEUTH_STACKS_DIR"):
             out[key.decode()] = value.decode("utf-8", "replace")
     return out
 
@@ -222,6 +224,76 @@ def sample(spy, procs, timeout):
     return out
 
 
+SIGUSR2 = 12
+
+
+def hook_dir(env):
+    if env and env.get("SLEUTH_STACKS_DIR"):
+        return env["SLEUTH_STACKS_DIR"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "sleuth", "hook", "dumps")
+
+
+def hooked(p):
+    """Whether process *p* registered sleuth's dump hook: its marker file, and SIGUSR2 caught
+    (SigCgt). Anything else is never signalled: the default action would kill the rank."""
+    import signal
+
+    sig = getattr(signal, "SIGUSR2", SIGUSR2)
+    if not os.path.isfile(os.path.join(hook_dir(p["env"]), f"hooked-{p['pid']}")):
+        return False
+    m = re.search(r"^SigCgt:\s+([0-9a-f]+)", read(f"/proc/{p['pid']}/status") or "", re.M)
+    return bool(m and int(m.group(1), 16) & (1 << (int(sig) - 1)))
+
+
+def parse_faulthandler(text):
+    threads = []
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", text.strip()):
+        head = re.match(r"(Current thread|Thread) (0x[0-9a-f]+)", block)
+        if not head:
+            continue
+        frames = [[m.group(3), m.group(1), int(m.group(2))]
+                  for m in re.finditer(r'^\s+File "(.*)", line (\d+) in (\S+)', block, re.M)]
+        name = "MainThread" if frames and frames[-1][0] == "<module>" else "thread " + head.group(2)
+        threads.append({"tid": None, "name": name, "frames": frames})
+    return threads
+
+
+def sample_hook(procs, timeout):
+    """One faulthandler dump of every hooked process: signal them all, then read what each wrote."""
+    import signal
+
+    sent = {}
+    for p in procs:
+        path = os.path.join(hook_dir(p["env"]), f"stacks-{p['pid']}.txt")
+        try:
+            size = os.path.getsize(path)
+            os.kill(p["pid"], getattr(signal, "SIGUSR2", SIGUSR2))
+            sent[p["pid"]] = (path, size)
+        except OSError as exc:
+            sent[p["pid"]] = (path, None, str(exc))
+    out = {}
+    deadline = time.time() + timeout
+    waiting = {pid: v for pid, v in sent.items() if v[1] is not None}
+    for pid, v in sent.items():
+        if v[1] is None:
+            out[pid] = {"error": f"the hook could not be asked: {v[2]}"}
+    last = {}
+    while waiting and time.time() < deadline:
+        time.sleep(0.01)
+        for pid, (path, size) in list(waiting.items()):
+            now = os.path.getsize(path)
+            if now > size and last.get(pid) == now:  # grown, and done growing
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    f.seek(size)
+                    out[pid] = {"threads": parse_faulthandler(f.read()), "via": "hook"}
+                del waiting[pid]
+            last[pid] = now
+    for pid in waiting:
+        out[pid] = {"error": f"no dump from the hook within {timeout:.1f} s", "timeout": True}
+    return out
+
+
 def code_at(path, line):
     if not path or not line or not os.path.isfile(path):
         return None
@@ -238,16 +310,27 @@ def code_at(path, line):
 def main():
     started = time.time()
     procs, launchers, left = find(params.get("match") or "", params.get("pid") or "", int(params.get("most", 256)))
-    spy = py_spy_path(params.get("py_spy") or "")
-    if spy is None:
-        emit("finding", finding="no-py-spy", text=f"py-spy is not on this machine (PATH, next to {sys.executable}, ~/.cache/sleuth/bin): "
-             "only /proc was read; sleuth copies it there when it runs stacks")
+    via = params.get("via") or "auto"
+    spy = py_spy_path(params.get("py_spy") or "") if via != "hook" else None
+    if spy is None and via != "hook" and not any(hooked(p) for p in procs):
+        emit("finding", finding="no-py-spy", text=f"py-spy is not on this machine (PATH, next to {sys.executable}, "
+             "~/.cache/sleuth/bin) and no process registered sleuth's dump hook: only /proc was read")
     samples = max(1, int(params.get("samples", 5)))
     interval = max(0.0, float(params.get("interval", 0.2)))
     timeout = float(params.get("dump_timeout", 5.0))
     before = {p["pid"]: threads(p["pid"]) for p in procs}
     dumps = {p["pid"]: [] for p in procs}
     denied = {}
+    hook_only = [p for p in procs if spy is None and hooked(p)]
+    unhooked = [p for p in procs if spy is None and p not in hook_only]
+    for p in unhooked:
+        p["skip"] = True
+    if spy is None and unhooked:
+        n = len(unhooked)
+        emit("finding", finding="no-hook", text=f"{n} process{'' if n == 1 else 'es'} did not register sleuth's dump "
+             "hook (started without `sleuth probe run --shell CMD --hook`): not signalled; only /proc was read")
+    # The window: py-spy reads without stopping or signalling anything, so the counters of CPU
+    # and wake-ups taken around it are the job's own. Hook dumps (a signal each) come after it.
     for i in range(samples):
         t0 = time.time()
         if spy is not None:
@@ -255,14 +338,24 @@ def main():
                 dumps[pid].append(got)
                 err = got.get("error") or ""
                 if re.search(r"Permission denied|Operation not permitted|os error 1\b|os error 13\b", err, re.I):
-                    denied[pid] = err
                     for p in procs:
-                        if p["pid"] == pid:
-                            p["skip"] = True  # asking again changes nothing
+                        if p["pid"] != pid:
+                            continue
+                        p["skip"] = True  # asking py-spy again changes nothing
+                        if hooked(p):  # no ptrace, but the process registered the hook: ask it instead
+                            hook_only.append(p)
+                            dumps[pid].pop()
+                        else:
+                            denied[pid] = err
         if i + 1 < samples:
             time.sleep(max(0.0, interval - (time.time() - t0)))
     window = time.time() - started
     after = {p["pid"]: threads(p["pid"]) for p in procs}
+    for i in range(samples if hook_only else 0):
+        for pid, got in sample_hook(hook_only, timeout).items():
+            dumps[pid].append(got)
+        if i + 1 < samples:
+            time.sleep(0.02)
     said = set()
     for p in procs:
         pid = p["pid"]
