@@ -41,6 +41,10 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         drift = run.result.get("changes") if run.result.get("has_baseline") else None
         if isinstance(drift, list) and drift:
             line.append("  ⇄ " + changes_text(drift), style="magenta")
+        sentences = run.result.get("sentences")
+        if run.result.get("verdict") and isinstance(sentences, list) and sentences:  # a stacks run's reading
+            line.append(f"  ⧗ {run.result['verdict']}: {sentences[0]}",
+                        style="green" if run.result.get("healthy") else "bold yellow")
         rows.append((run.started_ts, run.started_seq, line, run.id, False))
     for m in st.known_matches:
         line = Text(f"{clock(m['ts'] - t0)} ⓚ #{m['run']} {m['id']} ", style="bold blue")

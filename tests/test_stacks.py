@@ -90,6 +90,10 @@ async def _ui_marks_the_odd_rank(d: Path) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await select(pilot, "run", "1", "collective-mismatch")
         await pilot.pause()
+        from textual.widgets import OptionList
+
+        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
+        assert any("#1 stacks" in t and "⧗ mismatch: rank 2 waits in log_loss at hang_job.py:49" in t for t in timeline)
         pinned = text_of(app, "#pinned")
         assert "rank 2 waits in log_loss at hang_job.py:49 (all_reduce)" in pinned
         import re
