@@ -44,7 +44,7 @@ def cmd_known(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no known upstream issue applies to what {target.name} has now ({len(versions)} distributions read)")
     for r in rows:
-        fixed = f"fixed in {r['fixed_in']}" if r["fixed_in"] else f"no fixed-in release known (open as of {r['checked']})"
+        fixed = f"fixed in {r['fixed_in']}" if r["fixed_in"] else f"no fixed-in release known (checked {r['checked']})"
         print(f"{r['id']}  {r['title']}")
         print(f"  {target.name}: {r['package']} {r['measured']} is in {r['affected']}; {fixed}")
         print(f"  {r['source']}")

@@ -157,10 +157,11 @@ def leaving(entry: Mapping[str, object], versions: Mapping[str, str] | None) -> 
 
 
 def fix_words(m: Mapping[str, object]) -> str:
-    """"fixed in 2.15.0", or "open: no fixed-in release known as of 2026-12-04"."""
+    """"fixed in 2.15.0", or "no fixed-in release known as of 2026-12-04" (an open issue, or behaviour
+    upstream keeps by design: the entry's title says which)."""
     if m.get("fixed_in"):
         return f"fixed in {m['fixed_in']}"
-    return f"open: no fixed-in release known as of {m.get('checked')}"
+    return f"no fixed-in release known as of {m.get('checked')}"
 
 
 def describe_match(m: Mapping[str, object], *, with_source: bool = True) -> str:

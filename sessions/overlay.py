@@ -97,7 +97,7 @@ async def try_upgrade(
     that cannot be reached is said (the run's classification and reason), nothing applied."""
     want = version or (str(entry.fixed_in) if entry.fixed_in else None)
     if want is None:
-        raise InvestigationError(f"{entry.id} has no fixed-in release known (open as of {entry.checked}): give the "
+        raise InvestigationError(f"{entry.id} has no fixed-in release known (checked {entry.checked}): give the "
                                  "version to try with --version (a nightly, a release candidate)")
     try:
         Version(want)

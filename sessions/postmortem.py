@@ -292,7 +292,7 @@ def _known_section(st: Any) -> list[str]:
         shown = ", ".join(f"#{r}" for r in runs[:6]) + (f" and {len(runs) - 6} more" if len(runs) > 6 else "")
         gone = left.get(key)
         now = (f"no: {gone['why']} (#{gone['run']})" if gone is not None and gone["seq"] > m["seq"] else "yes")
-        fix = f"fixed in {m['fixed_in']}" if m.get("fixed_in") else f"none known (open as of {m.get('checked')})"
+        fix = f"fixed in {m['fixed_in']}" if m.get("fixed_in") else f"none known (checked {m.get('checked')})"
         out.append(f"| [{m['id']}]({m['source']}) | {m['target']} | {m['package']} {m.get('measured')} | "
                    f"{_esc(str(m['affected']))} | {fix} | {shown} | {_esc(now)} | {', '.join(m.get('explains', []))} |")
     out.append("")

@@ -25,7 +25,7 @@ async def _the_ui_shows_the_known_issue(directory: Path) -> None:
     async with app.run_test(size=(140, 48)) as pilot:
         await select(pilot, "hypothesis", "compile-race")
         detail = text_of(app, "#detail")
-        assert re.search(r"known:    pytorch#126024 torch \S+ in >=2\.0 · open: no fixed-in release known as of [0-9-]+ · "
+        assert re.search(r"known:    pytorch#126024 torch \S+ in >=2\.0 · no fixed-in release known as of [0-9-]+ · "
                          r"matched by #2 on local \(its signature in the output\)", detail), detail
         timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
         assert any("ⓚ #2 pytorch#126024" in t for t in timeline), timeline
@@ -44,12 +44,12 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     assert said and said.group(1) == asked.group(1) and int(said.group(2)) >= 1, out
     # what upstream already knows of the race, said where the run that showed it is
     assert re.search(r"run #2 compile-race: .*\n    ⓚ known upstream issue pytorch#126024 \(torch [^ ]+ is in >=2\.0; "
-                     r"open: no fixed-in release known as of [0-9-]+\): .*its signature is in the output; explains "
+                     r"no fixed-in release known as of [0-9-]+\): .*its signature is in the output; explains "
                      r"compile-race.* — https://github.com/pytorch/pytorch/issues/126024", out), out
     md = (tmp_path / "hunt" / "postmortem.md").read_text()
     known = md.split("## Known upstream issues")[1].split("\n## ")[0]
     assert re.search(r"^\| \[pytorch#126024\]\(https://github.com/pytorch/pytorch/issues/126024\) \| local \| torch "
-                     r"\S+ \| >=2\.0 \| none known \(open as of [0-9-]+\) \| #2(, #6)? \| yes \|", known, re.M), known
+                     r"\S+ \| >=2\.0 \| none known \(checked [0-9-]+\) \| #2(, #6)? \| yes \|", known, re.M), known
     assert "seen in the output of #2: `RuntimeError: Detected that you are using FX to symbolically trace" in known
     summary = md.split("## Hypotheses")[0]
     assert "Root cause: **compile race** — confirmed" in summary

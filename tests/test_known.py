@@ -199,12 +199,8 @@ def test_a_match_is_evidence_of_its_own_kind_in_its_state_and_stops_applying_whe
     replayed.close()
 
 
-def test_probe_run_says_the_match_in_text_and_json_and_the_postmortem_lists_it_with_its_source(tmp_path: Path):
-    """Through the CLI on the local target: a script whose output shows a user entry's
-    signature, for a package installed there (pytest): `probe run` says the match (text and
-    --json), `hypotheses --json` carries it, the status stays open, and the postmortem has a
-    "Known upstream issues" section with the source."""
-    import json
+def _pytest_entry_project(tmp_path: Path) -> tuple[Path, str]:
+    """A project whose user entry covers the pytest installed here (its signature a LeakError line)."""
     from importlib.metadata import version
 
     from test_cli import sleuth
@@ -216,10 +212,23 @@ def test_probe_run_says_the_match_in_text_and_json_and_the_postmortem_lists_it_w
     (d / ".sleuth" / "known").mkdir()
     (d / ".sleuth" / "known" / "mine.toml").write_text(
         _entry_toml("acme/tools#1", "pytest", f"=={v}", signature=r"LeakError: \d+ handles"))
+    return d, v
+
+
+def test_probe_run_says_the_match_in_text_and_json_and_the_postmortem_lists_it_with_its_source(tmp_path: Path):
+    """Through the CLI on the local target: a script whose output shows a user entry's
+    signature, for a package installed there (pytest): `probe run` says the match (text and
+    --json), `hypotheses --json` carries it, the status stays open, and the postmortem has a
+    "Known upstream issues" section with the source."""
+    import json
+
+    from test_cli import sleuth
+
+    d, v = _pytest_entry_project(tmp_path)
     script = tmp_path / "leaky.py"
     script.write_text("import sys\nprint('LeakError: 3 handles open at exit', file=sys.stderr)\nemit('result', ok=1)\n")
     text = sleuth(d, "probe", "run", "--script", str(script), "--target", "local").stdout
-    assert (f"ⓚ known upstream issue acme/tools#1 (pytest {v} is in =={v}; open: no fixed-in release known as of "
+    assert (f"ⓚ known upstream issue acme/tools#1 (pytest {v} is in =={v}; no fixed-in release known as of "
             "2026-12-01): acme/tools#1 title; its signature is in the output; explains compile-race") in text
     assert "https://example.invalid/acme/tools#1" in text
     quiet = tmp_path / "quiet.py"
@@ -264,17 +273,10 @@ def test_a_shell_command_that_prints_the_signature_matches_against_the_versions_
     """`probe run --shell 'python train.py'` reports no state of its own; the state read just
     before it gives the versions, and the match says so."""
     import json
-    from importlib.metadata import version
 
     from test_cli import sleuth
 
-    d = tmp_path / "proj"
-    d.mkdir()
-    sleuth(d, "init")
-    v = version("pytest")
-    (d / ".sleuth" / "known").mkdir()
-    (d / ".sleuth" / "known" / "mine.toml").write_text(
-        _entry_toml("acme/tools#1", "pytest", f"=={v}", signature=r"LeakError: \d+ handles"))
+    d, v = _pytest_entry_project(tmp_path)
     data = json.loads(sleuth(d, "probe", "run", "--shell", "echo 'LeakError: 3 handles' >&2", "--json").stdout)
     [m] = data["known"]
     assert (m["id"], m["measured"], m["seen"]) == ("acme/tools#1", v, "LeakError: 3 handles")

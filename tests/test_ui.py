@@ -412,7 +412,7 @@ async def test_a_known_upstream_issue_shows_in_the_hypothesis_the_run_and_the_ti
         await select(pilot, "hypothesis", "compile-race")
         detail = text_of(app, "#detail")
         assert "OPEN" in detail
-        assert ("known:    pytorch#126024 torch 2.11.0+cu128 in >=2.0 · open: no fixed-in release known as of "
+        assert ("known:    pytorch#126024 torch 2.11.0+cu128 in >=2.0 · no fixed-in release known as of "
                 "2026-12-04 · matched by #1 on local (its signature in the output)") in detail
         assert "https://github.com/pytorch/pytorch/issues/126024" in detail
         assert "ⓚ pytorch#126024" in str(node_for(app, "hypothesis", "compile-race").label)
