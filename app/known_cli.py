@@ -47,6 +47,10 @@ def cmd_known(args: argparse.Namespace) -> int:
         fixed = f"fixed in {r['fixed_in']}" if r["fixed_in"] else f"no fixed-in release known (checked {r['checked']})"
         print(f"{r['id']}  {r['title']}")
         print(f"  {target.name}: {r['package']} {r['measured']} is in {r['affected']}; {fixed}")
+        if r.get("rule"):
+            print(f"  said of a run when {r['probe']} finds {r['rule']}")
+        elif r["signature"]:
+            print(f"  said of a run whose output shows: {' or '.join(r['signature'])}")
         print(f"  {r['source']}")
     return 0
 

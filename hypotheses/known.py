@@ -21,12 +21,15 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .catalog import BUILTIN_DIR, read_toml
+from .errors import MissingField, RuleError
+from .rules import Rule, compile_rule
 
 __all__ = ["KNOWN_DIR", "KnownIssue", "SignatureWatch", "applying", "describe_left", "describe_match", "fix_words",
            "leaving", "load_known", "match_run", "version_of"]
 
 KNOWN_DIR = BUILTIN_DIR / "known"
-_KEYS = {"id", "title", "package", "affected", "fixed_in", "signature", "explains", "workarounds", "source", "checked"}
+_KEYS = {"id", "title", "package", "affected", "fixed_in", "signature", "rule", "probe", "explains", "workarounds",
+         "source", "checked"}
 _REQUIRED = ("id", "title", "package", "affected", "source", "checked")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*#[0-9]+$")
 
@@ -44,6 +47,8 @@ class KnownIssue:
     source: str
     checked: datetime.date
     origin: str  # path:line
+    rule: Rule | None = None  # over the result fields of *probe*'s runs (the catalog's rule language)
+    probe: str | None = None
 
     def applies_to(self, version: str | None) -> bool:
         """Whether the installed *version* of the package is in the affected range (PEP 440:
@@ -58,12 +63,22 @@ class KnownIssue:
     def seen_in(self, text: str) -> bool:
         return any(p.search(text) for p in self.signature)
 
+    def holds_for(self, probe: str, result: Mapping[str, object]) -> bool:
+        """Whether the entry's rule holds on a run of *probe* with these result fields (a
+        missing field or a type mismatch: it does not)."""
+        if self.rule is None or probe != self.probe:
+            return False
+        try:
+            return bool(self.rule.evaluate(result))
+        except (MissingField, TypeError):
+            return False
+
     def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "title": self.title, "package": self.package, "affected": str(self.affected),
                 "fixed_in": str(self.fixed_in) if self.fixed_in else None,
                 "signature": [p.pattern for p in self.signature], "explains": list(self.explains),
                 "workarounds": list(self.workarounds), "source": self.source, "checked": self.checked.isoformat(),
-                "origin": self.origin}
+                "origin": self.origin, **({"rule": self.rule.source, "probe": self.probe} if self.rule else {})}
 
 
 def load_known(user_dirs: Iterable[Path] = ()) -> dict[str, KnownIssue]:
@@ -126,17 +141,23 @@ class SignatureWatch:
 
 
 def match_run(entries: Mapping[str, KnownIssue], versions: Mapping[str, str] | None,
-              seen: Mapping[str, str]) -> list[dict[str, object]]:
+              seen: Mapping[str, str], probe: str | None = None,
+              result: Mapping[str, object] | None = None) -> list[dict[str, object]]:
     """The entries a finished run matches: its package's measured version is in the affected
-    range and, for an entry with a signature, the run's output showed it (*seen*: id -> the
-    line). Without measured versions nothing matches: a match is never a guess."""
+    range and the run shows the failure — its output showed a signature (*seen*: id -> the
+    line) or the entry's rule holds on the run's result (a run of the entry's probe); an entry
+    with neither matches on versions alone. Without measured versions nothing matches: a match
+    is never a guess."""
     if not versions:
         return []
     out = []
     for e in applying(entries, versions):
-        if e.signature and e.id not in seen:
+        shown = seen.get(e.id)
+        if shown is None and e.rule is not None and probe is not None and e.holds_for(probe, result or {}):
+            shown = f"{e.probe}: {e.rule.source}"
+        if (e.signature or e.rule is not None) and shown is None:
             continue
-        out.append({**e.to_dict(), "measured": version_of(versions, e.package), "seen": seen.get(e.id)})
+        out.append({**e.to_dict(), "measured": version_of(versions, e.package), "seen": shown})
     return out
 
 
@@ -223,6 +244,14 @@ def _parse(path: Path) -> list[KnownIssue]:
                 signature.append(re.compile(str(pattern)))
             except re.error as exc:
                 raise loc.error(f"signature {pattern!r} is not a regular expression: {exc}", str(pattern), start) from None
+        rule = None
+        if table.get("rule") is not None:
+            if not isinstance(table.get("probe"), str):
+                raise loc.error("an entry with a rule names the probe whose results it reads: probe = \"…\"", "rule", start)
+            try:
+                rule = compile_rule(str(table["rule"]))
+            except RuleError as exc:
+                raise loc.error(f"rule {table['rule']!r}: {exc}", str(table["rule"]), start) from None
         checked = table["checked"]
         if not isinstance(checked, datetime.date):
             try:
@@ -236,6 +265,7 @@ def _parse(path: Path) -> list[KnownIssue]:
                 raise loc.error(f"{key} must be a list of ids", key, start)
             lists[key] = tuple(value)
         out.append(KnownIssue(ident, str(table["title"]), str(table["package"]), affected, fixed, tuple(signature),
-                              lists["explains"], lists["workarounds"], str(table["source"]), checked, here))
+                              lists["explains"], lists["workarounds"], str(table["source"]), checked, here, rule,
+                              str(table["probe"]) if rule is not None else None))
         start += 1
     return out

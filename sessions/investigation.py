@@ -471,7 +471,9 @@ class Investigation(RunJudging):
             return
         if not isinstance(versions, dict) or not versions:
             return  # nothing measured: no match and no leaving, never a guess
-        matches = match_run(self.known, versions, seen)
+        run = self.state.runs[info.id]
+        matches = match_run(self.known, versions, seen, run.probe if run.classification == "completed" else None,
+                            run.result)
         matched = {m["id"] for m in matches}
         left = []
         st = self.state

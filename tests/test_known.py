@@ -23,8 +23,8 @@ def test_the_shipped_thread_safety_entry_applies_to_the_builds_that_still_have_t
         assert entry.applies_to(version), version
     assert not entry.applies_to("1.13.1") and not entry.applies_to(None) and not entry.applies_to("not a version")
     assert entry.seen_in(SEED_ERROR) and not entry.seen_in("CUDA out of memory")
-    assert {e.id for e in applying(known, {"Torch": "2.11.0+cu128", "triton": "3.5.0"})} == {"pytorch#126024",
-                                                                                            "pytorch#136261"}
+    assert {e.id for e in applying(known, {"Torch": "2.11.0+cu128", "triton": "3.5.0"})} == {
+        "pytorch#126024", "pytorch#136261", "pytorch#101027"}  # in range; each still needs its signature or rule
     assert applying(known, {"triton": "3.5.0"}) == []
 
 
@@ -283,3 +283,41 @@ def test_a_shell_command_that_prints_the_signature_matches_against_the_versions_
     assert any("(versions: the state read just before the run)" in f["text"] for f in data["findings"])
     quiet = json.loads(sleuth(d, "probe", "run", "--shell", "echo fine", "--json").stdout)
     assert quiet["known"] == []
+
+
+def test_an_entry_with_a_rule_matches_the_runs_of_its_probe_where_the_rule_holds(tmp_path: Path):
+    """The shipped cache entry is said of a cache-inventory run that measured caches written by
+    another torch (keys_match false), not of one whose caches match, nor of another probe's
+    run; a rule without its probe, or one the rule language refuses, is a file:line error."""
+    from sleuth.sessions import Investigation
+
+    known = load_known()
+    entry = known["pytorch#101027"]
+    assert entry.rule is not None and entry.probe == "cache-inventory" and entry.fixed_in is None
+    inv = Investigation.create(tmp_path / "s.sleuth", "t", load_catalog())
+    inv.known = known
+
+    def run(probe: str, result: dict) -> list[str]:
+        start = inv.begin_run(probe, {}, "local")
+        inv.finish_run(start.run, "completed", "done", [{"kind": "result", **result}, {"kind": "done"}],
+                       _state(torch="2.11.0+cu128"), {"stdout": 1, "stderr": 0})
+        return [m["id"] for m in inv.state.known_for_run(start.run)["matches"]]
+
+    assert run("cache-inventory", {"cold": False, "keys_match": False}) == ["pytorch#101027"]
+    assert run("cache-inventory", {"cold": False, "keys_match": True}) == []
+    assert run("env-fingerprint", {"keys_match": False}) == []
+    [m] = [m for m in inv.state.known_for("cache-invalidation")]
+    assert m["seen"] == "cache-inventory: not keys_match" and m["measured"] == "2.11.0+cu128"
+    assert inv.state.status("cache-invalidation") != "confirmed"
+    inv.close()
+    for body, words in (
+        ('[[issue]]\nid = "x#1"\ntitle = "t"\npackage = "p"\naffected = ">=1"\nsource = "s"\nchecked = "2026-01-01"\n'
+         'rule = "not cold"\n', "names the probe"),
+        ('[[issue]]\nid = "x#1"\ntitle = "t"\npackage = "p"\naffected = ">=1"\nsource = "s"\nchecked = "2026-01-01"\n'
+         'rule = "__import__(1)"\nprobe = "cache-inventory"\n', "rule '__import__(1)'"),
+    ):
+        (tmp_path / words.split()[0]).mkdir()
+        d = _user(tmp_path / words.split()[0], body)
+        with pytest.raises(CatalogError) as err:
+            load_known([d])
+        assert str(err.value).startswith(f"{d / 'mine.toml'}:8:") and words in str(err.value), str(err.value)
