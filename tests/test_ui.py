@@ -88,7 +88,9 @@ async def test_run_a_probe_see_output_and_classification_then_the_retest_questio
         shown = app.screen.query_one(OutputView).visible_text()
         assert any(line.startswith("⟨record⟩ ") and '"kind": "result"' in line for line in shown)
         timeline = app.screen.query_one("#timeline", OptionList)
-        assert "#1 cache-inventory" in str(timeline.get_option_at_index(timeline.option_count - 1).prompt)
+        rows = [str(timeline.get_option_at_index(i).prompt) for i in range(timeline.option_count)]
+        # the run's row (a known-issue row may follow it: caches written by another torch match pytorch#101027)
+        assert any(" #1 cache-inventory " in r for r in rows), rows
         assert st.evidence["cache-invalidation"][0].run == 1  # the run gave evidence
 
         # the same probe again, nothing changed: the modal says which run it repeats
