@@ -49,7 +49,7 @@ class Where:
     def key(self) -> tuple[str, str, int, str | None]:
         return (self.function, self.file, self.line, self.collective)
 
-    def text(self, code: Mapping[str, Any] | None = None) -> str:
+    def text(self) -> str:
         said = f"{self.function} at {_short(self.file)}:{self.line}"
         if self.collective:
             said += f" ({self.collective})"

@@ -68,17 +68,6 @@ class UpgradeResult:
     installed_before: str | None = None
 
 
-class _Sink:
-    def __init__(self, capture: Any) -> None:
-        self.capture = capture
-
-    def write(self, stream: str, data: bytes) -> None:
-        self.capture.write(stream, data)
-
-    def flush(self) -> None:
-        self.capture.flush()
-
-
 async def try_upgrade(
     inv: Investigation,
     target: Target,
@@ -120,7 +109,7 @@ async def try_upgrade(
     spec = ProgramSpec(probe=OVERLAY_PROBE, source=_source(), filename="overlay.py", params=params, fork=False)
     done = False
     try:
-        outcome = await execute(target, spec, _Sink(capture), runner=runner, timeout=timeout)
+        outcome = await execute(target, spec, capture, runner=runner, timeout=timeout)
         done = True
     finally:
         capture.close(complete=done)
