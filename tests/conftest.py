@@ -55,6 +55,21 @@ from sleuth.sessions import Investigation  # noqa: E402
 os.environ.setdefault("SLEUTH_AGENT_IDLE", "30")
 
 
+def _compile_caches_per_worker() -> None:
+    """Each xdist worker compiles into caches of its own. A run's state includes the target's
+    compile caches, so a test that asks for the same check twice in the same state (the
+    retest question) would otherwise see the state change under it whenever a test on the
+    other worker compiled meanwhile — correctly not a retest, and a failure that depends on
+    timing. The caches stay between sessions (a warm cache is what most tests meet)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    root = Path(tempfile.gettempdir()) / f"sleuth-tests-caches-{os.getuid()}" / worker
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(root / "triton")
+
+
+_compile_caches_per_worker()
+
+
 _TUI_MODULES = {"test_ui", "test_ui_keys", "test_snapshots", "test_tmux"}
 _TORCH_MODULES = {"test_drafter_race", "test_demo", "test_lock_forms", "test_tmux"}
 
