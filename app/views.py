@@ -291,6 +291,16 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
     return text
 
 
+def _recorded(fr: Any) -> str:
+    """A rank's Flight Recorder in a cell: the collective it waits in, or none, or why unread."""
+    if not isinstance(fr, dict):
+        return "—"
+    if fr.get("error"):
+        return "unread"
+    waits = fr.get("waits_in") or []
+    return f"in {waits[-1]}".replace("gloo:", "").replace("nccl:", "") if waits else "in no collective"
+
+
 def ranks_table(result: dict[str, Any], most: int = 64) -> Text:
     """A stacks run's ranks × where their threads are: one row per rank (its main thread's place,
     the collective under it, stuck or moving, how many samples), the odd ranks marked ◆ and
@@ -302,8 +312,9 @@ def ranks_table(result: dict[str, Any], most: int = 64) -> Text:
     rows = result.get("per_rank") or []
     if not rows:
         return text
-    text.append(f"\n{'':2}{'rank':<10} {'main thread':<44} {'collective':<12} {'state':<9} samples  other threads\n",
-                style="bold dim")
+    recorded = any(r.get("flight_recorder") for r in rows)
+    text.append(f"\n{'':2}{'rank':<10} {'main thread':<44} {'collective':<12} {'state':<9} samples  "
+                + (f"{'flight recorder':<28} " if recorded else "") + "other threads\n", style="bold dim")
     for r in rows[:most]:
         main = r.get("main") or {}
         where = f"{main.get('function')} {str(main.get('file') or '').rsplit('/', 1)[-1]}:{main.get('line')}" if main else "—"
@@ -312,7 +323,8 @@ def ranks_table(result: dict[str, Any], most: int = 64) -> Text:
                            if n != "MainThread" and t.get("where"))
         mark = "◆ " if r.get("label") in odd else "  "
         line = (f"{mark}{r.get('label', '?'):<10} {where[:44]:<44} {str(main.get('collective') or '—'):<12} "
-                f"{state:<9} {'/'.join(map(str, r.get('main_samples') or [])):<8} {others[:60]}\n")
+                f"{state:<9} {'/'.join(map(str, r.get('main_samples') or [])):<8} "
+                + (f"{_recorded(r.get('flight_recorder'))[:28]:<28} " if recorded else "") + f"{others[:60]}\n")
         if r.get("error"):
             line = f"{mark}{r.get('label', '?'):<10} no stacks: {str(r['error'])[:100]}\n"
         text.append(line, style="bold red" if mark.strip() else "")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COLLECTIVES", "RankView", "analyze_stacks", "is_library", "with_hang_analysis"]
+__all__ = ["COLLECTIVES", "RankView", "analyze_stacks", "is_library", "read_flight_recorder", "with_hang_analysis"]
 
 COLLECTIVES = frozenset({
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
@@ -109,6 +109,13 @@ class RankView:
                 "threads": {n: {"where": place(w), "samples": [k, m]} for n, (w, k, m) in self.threads.items()}}
 
 
+def _is_sleuth_thread(t: Mapping[str, Any]) -> bool:
+    if t.get("name") == "sleuth-flight-recorder":
+        return True
+    frames = t.get("frames") or []
+    return bool(frames) and any("_sleuth_flight_recorder" in str(f[0]) for f in frames)
+
+
 def _label(rec: Mapping[str, Any]) -> str:
     return f"rank {rec['rank']}" if rec.get("rank") not in (None, "") else f"pid {rec['pid']}"
 
@@ -124,6 +131,8 @@ def _view(rec: Mapping[str, Any], member: str | None) -> RankView:
             continue
         reads += 1
         for t in sample:
+            if _is_sleuth_thread(t):
+                continue  # the hook's Flight Recorder thread: sleuth's, not the job's
             name = str(t.get("name") or t.get("tid"))
             if t.get("tid") is not None:
                 tids[name] = int(t["tid"])
@@ -164,11 +173,34 @@ def _member(v: RankView) -> str:
 
 
 def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """What :func:`_analyze` reads from the stacks, with the Flight Recorder's reading after it
+    (``flight_recorder``, ``fr_behind``, ``fr_mismatch``, ``fr_agrees``; its sentences follow the
+    stacks' own, and whether it names the same ranks)."""
+    recs = [r for r in records if r.get("kind") == "rank"]
+    views = [_view(r, (member_of or {}).get(i)) for i, r in enumerate(recs)]
+    out = _analyze(recs, views)
+    fr = read_flight_recorder(recs, views, healthy=bool(out["healthy"]))
+    out.update({k: fr[k] for k in ("flight_recorder", "fr_behind", "fr_mismatch")})
+    for row in out["per_rank"]:
+        if row["label"] in fr["fr_per_rank"]:
+            row["flight_recorder"] = fr["fr_per_rank"][row["label"]]
+    out["sentences"].extend(fr["fr_sentences"])
+    odd = {r["rank"] for r in out["odd_ranks"]}
+    if fr["fr_behind"] and odd:
+        out["fr_agrees"] = set(fr["fr_behind"]) == odd
+        out["sentences"].append(
+            f"the flight recorder agrees: {', '.join(sorted(odd, key=str))}" if out["fr_agrees"] else
+            f"the flight recorder names {', '.join(fr['fr_behind'])}, the stacks {', '.join(sorted(odd, key=str))}: "
+            "read both before acting")
+    else:
+        out["fr_agrees"] = None
+    return out
+
+
+def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, Any]:
     """The fields the hang rules read (``ranks``, ``sampled``, ``stuck``, ``odd``, ``mismatch``,
     ``deadlocks``, ``stragglers``, ``healthy``, ``missing``, ``unreadable``), ``verdict``,
     ``sentences``, ``odd_ranks`` (label, file:line, function) and ``per_rank``."""
-    recs = [r for r in records if r.get("kind") == "rank"]
-    views = [_view(r, (member_of or {}).get(i)) for i, r in enumerate(recs)]
     readable = [v for v in views if v.main is not None]
     unreadable = [v for v in views if v.main is None]
     world = max((int(r["world_size"]) for r in recs if str(r.get("world_size") or "").isdigit()), default=0)
@@ -273,6 +305,105 @@ def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int,
     kinds = {r.get("kind") for r in out["odd_ranks"]}
     out["verdict"] = ("mismatch" if "mismatch" in kinds else "deadlock" if "deadlock" in kinds else
                       "straggler" if "straggler" in kinds else "stuck" if out["stuck"] else "unknown")
+    return out
+
+
+def _group_text(pg: str, names: Mapping[str, str]) -> str:
+    name = names.get(pg) or ""
+    return f"group {pg}" + (f" ({name})" if name and name not in ("undefined", pg) else "")
+
+
+def _sizes(sizes: Any) -> str:
+    return "" if not sizes else " " + "x".join(str(n) for n in sizes[0]) if isinstance(sizes, list) and sizes and \
+        isinstance(sizes[0], list) else f" {sizes}"
+
+
+def read_flight_recorder(recs: list[Mapping[str, Any]], views: list[RankView], healthy: bool) -> dict[str, Any]:
+    """torch's Flight Recorder of each rank (the stacks probe asks the hook, or reads a dump the
+    watchdog left), compared across ranks: per process group, the last collective each rank
+    entered; a rank behind the others has not entered the collective they wait in (the missing
+    rank), and the same collective number posted as different collectives is a mismatch."""
+    per: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {"flight_recorder": 0, "fr_behind": [], "fr_mismatch": False, "fr_agrees": None,
+                           "fr_sentences": [], "fr_per_rank": {}}
+    for rec, v in zip(recs, views):
+        fr = rec.get("flight_recorder")
+        if not isinstance(fr, dict):
+            continue
+        if fr.get("error"):
+            out["fr_per_rank"][v.label] = {"source": fr.get("source"), "error": fr["error"]}
+            continue
+        per[v.label] = fr
+    out["flight_recorder"] = len(per)
+    names: dict[str, str] = {}
+    entered: dict[str, dict[str, int]] = {}
+    pending: dict[str, list[dict[str, Any]]] = {}
+    by_seq: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for label, fr in per.items():
+        mine: dict[str, int] = {}
+        for e in fr.get("entries") or []:
+            if e.get("p2p") or e.get("seq") is None:
+                continue
+            pg = str(e.get("pg"))
+            if e.get("pg_name"):
+                names.setdefault(pg, str(e["pg_name"]))
+            mine[pg] = max(mine.get(pg, 0), int(e["seq"]))
+            by_seq.setdefault((pg, int(e["seq"])), {})[label] = e
+            if e.get("retired") is False and e.get("state") != "completed":
+                pending.setdefault(label, []).append(e)
+        for pg, st in (fr.get("pg_status") or {}).items():
+            if "last_enqueued_collective" in st:
+                mine[str(pg)] = max(mine.get(str(pg), 0), int(st["last_enqueued_collective"]))
+        entered[label] = mine
+        waits = pending.get(label, [])
+        out["fr_per_rank"][label] = {"source": fr.get("source"), "entered": mine,
+                                     "waits_in": [f"{e.get('op')} #{e.get('seq')} on {_group_text(str(e.get('pg')), names)}"
+                                                  for e in waits]}
+    said: list[str] = out["fr_sentences"]
+    if len(per) < 2:
+        return out
+
+    def waits_text(label: str) -> str:
+        waits = pending.get(label) or []
+        if not waits:
+            return f"{label} waits in no collective"
+        e = waits[-1]
+        return f"{label} waits in {e.get('op')} #{e.get('seq')} on {_group_text(str(e.get('pg')), names)}{_sizes(e.get('sizes'))}"
+
+    order = {v.label: i for i, v in enumerate(views)}
+
+    def rank_order(label: str) -> int:
+        return order.get(label, len(order))
+
+    for pg in sorted({pg for m in entered.values() for pg in m}, key=lambda g: (len(g), g)):
+        have = {label: m[pg] for label, m in entered.items() if pg in m}
+        if len(have) < 2:
+            continue
+        top = max(have.values())
+        ahead = sorted((lbl for lbl, n in have.items() if n == top), key=rank_order)
+        behind = sorted((lbl for lbl, n in have.items() if n < top), key=rank_order)
+        if not behind or healthy:
+            continue
+        posted = next((by_seq[(pg, top)][lbl] for lbl in ahead if lbl in by_seq.get((pg, top), {})), None)
+        what = f"{posted.get('op')} #{top}" if posted else f"collective #{top}"
+        ahead_views = [v for v in views if v.label in ahead]
+        for label in behind:
+            out["fr_behind"].append(label)
+            said.append(f"flight recorder: {_ranks_text(ahead_views)} {'are' if len(ahead) > 1 else 'is'} in {what} on "
+                        f"{_group_text(pg, names)}, which {label} has not entered (its last there: #{have[label]}); "
+                        f"{waits_text(label)}")
+    for (pg, seq), posted in sorted(by_seq.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if len(posted) < 2:
+            continue
+        kinds: dict[tuple[str, str], list[str]] = {}
+        for label, e in posted.items():
+            kinds.setdefault((str(e.get("op")), _sizes(e.get("sizes"))), []).append(label)
+        if len(kinds) > 1:
+            out["fr_mismatch"] = True
+            parts = sorted(kinds.items(), key=lambda kv: (len(kv[1]), kv[0]))
+            said.append(f"flight recorder: collective #{seq} on {_group_text(pg, names)} is not the same on every rank: "
+                        + "; ".join(f"{_ranks_text([v for v in views if v.label in labels])} posted {op}{sz}"
+                                    for (op, sz), labels in parts))
     return out
 
 

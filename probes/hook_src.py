@@ -8,6 +8,14 @@
 # signals a process that did not register (it checks the marker and SigCgt in /proc/PID/status:
 # SIGUSR2's default action would kill the rank). The sitecustomize this file shadows, if any,
 # still runs.
+#
+# In a rank (RANK in its environment) a daemon thread, "sleuth-flight-recorder", also waits on a
+# FIFO dumps/fr-PID.fifo: one byte written there makes it write torch's Flight Recorder (the
+# ranks' collectives: group, sequence number, sizes, finished or not) as dumps/fr-PID.json.
+# The thread is blocked in open() until asked (no CPU, the GIL released); the rank's main thread
+# may be inside a collective meanwhile, which releases the GIL too. The recorder itself records
+# only when the job starts with TORCH_FR_BUFFER_SIZE set: `--hook` sets it (2000 entries)
+# unless the job sets it or TORCH_NCCL_TRACE_BUFFER_SIZE itself.
 import os
 import sys
 
@@ -30,6 +38,59 @@ def _sleuth_register():
         pass
 
 
+def _sleuth_flight_recorder_serve(folder, pid):
+    fifo = os.path.join(folder, "fr-%d.fifo" % pid)
+    out = os.path.join(folder, "fr-%d.json" % pid)
+    while True:
+        try:
+            with open(fifo, "rb") as asked:  # blocks until the stacks probe writes
+                asked.read(1)
+        except OSError:
+            return
+        if os.getpid() != pid:  # a forked child (a data-loader worker): not this rank
+            return
+        data = None
+        try:
+            dist = sys.modules.get("torch.distributed")
+            if dist is None or not dist.is_available() or not dist.is_initialized():
+                data = b'{"error": "torch.distributed is not initialised in this process"}'
+            else:
+                from torch._C._distributed_c10d import _dump_fr_trace_json  # pyright: ignore[reportAttributeAccessIssue]
+
+                data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
+                if isinstance(data, str):
+                    data = data.encode()
+        except Exception as exc:  # an older torch, a recorder that is off
+            import json
+
+            data = json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}).encode()
+        try:
+            tmp = out + ".tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, out)
+        except OSError:
+            return
+
+
+def _sleuth_flight_recorder():
+    folder = os.environ.get("SLEUTH_STACKS_DIR")
+    if not folder or "RANK" not in os.environ or not hasattr(os, "mkfifo"):
+        return
+    try:
+        import threading
+
+        pid = os.getpid()
+        fifo = os.path.join(folder, "fr-%d.fifo" % pid)
+        if os.path.exists(fifo):
+            os.unlink(fifo)
+        os.mkfifo(fifo, 0o600)
+        threading.Thread(target=_sleuth_flight_recorder_serve, args=(folder, pid),
+                         name="sleuth-flight-recorder", daemon=True).start()
+    except Exception:
+        pass
+
+
 def _sleuth_chain():
     here = os.path.dirname(os.path.abspath(__file__))
     try:
@@ -47,4 +108,5 @@ def _sleuth_chain():
 
 
 _sleuth_register()
+_sleuth_flight_recorder()
 _sleuth_chain()

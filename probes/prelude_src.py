@@ -76,6 +76,9 @@ def _sleuth_main(config):
             before = _os.environ.get("PYTHONPATH")
             _os.environ["PYTHONPATH"] = folder + (_os.pathsep + before if before else "")
             _os.environ["SLEUTH_STACKS_DIR"] = _os.path.join(folder, "dumps")
+            # torch's Flight Recorder (the ranks' collectives), which the hook serves on request
+            if not _os.environ.get("TORCH_FR_BUFFER_SIZE") and not _os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE"):
+                _os.environ["TORCH_FR_BUFFER_SIZE"] = "2000"
 
         child = subprocess.Popen(["bash", "-c", config["shell"]], stdin=subprocess.DEVNULL)
         code = child.wait()

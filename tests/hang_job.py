@@ -10,6 +10,9 @@
 --fault straggler   rank 3 loads each batch slowly: it makes progress, the others wait
 
 It prints one line per step on rank 0 ("step N") and writes its pid per rank to --pids DIR.
+--dump-fr-after S   each rank writes torch's Flight Recorder dump S seconds after it starts, where
+                    the NCCL watchdog writes it on a timeout ($TORCH_FR_DUMP_TEMP_FILE + rank, a
+                    pickle), as gloo has no such watchdog
 """
 
 from __future__ import annotations
@@ -49,16 +52,31 @@ def log_loss(loss: torch.Tensor, group) -> None:
     dist.all_reduce(loss, group=group)
 
 
+def dump_flight_recorder_after(seconds: float, rank: int) -> None:
+    def dump() -> None:
+        time.sleep(seconds)
+        from torch._C._distributed_c10d import _dump_fr_trace  # pyright: ignore[reportAttributeAccessIssue]
+
+        path = os.environ["TORCH_FR_DUMP_TEMP_FILE"] + str(rank)
+        Path(path + ".tmp").write_bytes(_dump_fr_trace(includeCollectives=True, onlyActive=False))
+        os.replace(path + ".tmp", path)
+
+    threading.Thread(target=dump, name="dumper", daemon=True).start()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fault", default="healthy", choices=["healthy", "mismatch", "deadlock", "straggler"])
     parser.add_argument("--pids")
     parser.add_argument("--steps", type=int, default=10**9)
+    parser.add_argument("--dump-fr-after", type=float)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     if args.pids:
         Path(args.pids, f"rank{rank}").write_text(str(os.getpid()))
+    if args.dump_fr_after is not None:
+        dump_flight_recorder_after(args.dump_fr_after, rank)
     side = dist.new_group([2, 3]) if dist.get_world_size() >= 4 else None
     wanted, filled = threading.Event(), threading.Event()
     threading.Thread(target=loader_thread, args=(args.fault, rank, wanted, filled), name="loader", daemon=True).start()

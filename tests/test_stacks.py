@@ -22,17 +22,27 @@ from test_cli import sleuth
 JOB = Path(__file__).with_name("hang_job.py")
 
 
+def _line(text: str) -> int:
+    """The line of hang_job.py that holds *text* (the lines the readings must name)."""
+    return next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if text in line)
+
+
+LOG_LOSS, SYNC = _line("dist.all_reduce(loss, group=group)"), _line("dist.all_reduce(grad)")
+SLOW, LOADER, WAIT = _line("time.sleep(0.4)"), _line("with BATCH_LOCK:  # waits"), _line("filled.wait()")
+
+
 class Job:
     """A 4-rank gloo job; stopped (every rank killed) at the end of the test."""
 
-    def __init__(self, tmp: Path, fault: str) -> None:
-        self.pids_dir = tmp / f"pids-{fault}"
+    def __init__(self, tmp: Path, fault: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
+        n = sum(1 for _ in tmp.glob(f"pids-{fault}*"))
+        self.pids_dir = tmp / f"pids-{fault}{n or ''}"
         self.pids_dir.mkdir()
-        self.log = (tmp / f"job-{fault}.log").open("w")
-        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        self.log = (tmp / f"job-{fault}{n or ''}.log").open("w")
+        env = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}, **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
-             str(JOB), "--fault", fault, "--pids", str(self.pids_dir)],
+             str(JOB), "--fault", fault, "--pids", str(self.pids_dir), *args],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         self.fault = fault
 
@@ -71,8 +81,8 @@ class Job:
 def job(tmp_path: Path):
     started: list[Job] = []
 
-    def start(fault: str) -> Job:
-        j = Job(tmp_path, fault)
+    def start(fault: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> Job:
+        j = Job(tmp_path, fault, env, args)
         started.append(j)
         return j.wait()
 
@@ -93,15 +103,15 @@ async def _ui_marks_the_odd_rank(d: Path) -> None:
         from textual.widgets import OptionList
 
         timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
-        assert any("#1 stacks" in t and "⧗ mismatch: rank 2 waits in log_loss at hang_job.py:49" in t for t in timeline)
+        assert any("#1 stacks" in t and f"⧗ mismatch: rank 2 waits in log_loss at hang_job.py:{LOG_LOSS}" in t for t in timeline)
         pinned = text_of(app, "#pinned")
-        assert "rank 2 waits in log_loss at hang_job.py:49 (all_reduce)" in pinned
+        assert f"rank 2 waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce)" in pinned
         import re
 
         rows = {m.group(2): line for line in pinned.splitlines() if (m := re.match(r"^(◆ |  )(rank \d+) ", line))}
-        assert rows["rank 2"].startswith("◆ rank 2") and "log_loss hang_job.py:49" in rows["rank 2"]
+        assert rows["rank 2"].startswith("◆ rank 2") and f"log_loss hang_job.py:{LOG_LOSS}" in rows["rank 2"]
         assert "stuck" in rows["rank 2"] and "all_reduce" in rows["rank 2"]
-        assert rows["rank 0"].startswith("  rank 0") and "sync_gradients hang_job.py:45" in rows["rank 0"]
+        assert rows["rank 0"].startswith("  rank 0") and f"sync_gradients hang_job.py:{SYNC}" in rows["rank 0"]
 
 
 def run_stacks(d: Path, *args: str, check: int | None = 0) -> dict:
@@ -172,6 +182,53 @@ def test_a_rank_without_stacks_is_named_not_guessed():
     assert found["sentences"][0].startswith("rank 3 (pid 1003): no stacks — stacks not readable: Permission Denied")
 
 
+def _fr(entries: list[tuple[str, int, str, bool]], status: dict[str, int]) -> dict:
+    """A Flight Recorder as the stacks probe condenses it: (group, number, op, finished)."""
+    return {"source": "hook", "pg_status": {pg: {"last_enqueued_collective": n} for pg, n in status.items()},
+            "entries": [{"pg": pg, "pg_name": "default_pg" if pg == "0" else "undefined", "seq": seq, "p2p": False,
+                         "op": op, "sizes": [[64]], "state": "scheduled", "retired": done}
+                        for pg, seq, op, done in entries]}
+
+
+def test_the_flight_recorder_names_the_rank_that_has_not_entered_the_collective_and_agrees_with_the_stacks():
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    other = [AR, ["log_loss", "/job/train.py", 111]]
+    at4 = _fr([("0", 3, "gloo:all_reduce", True), ("0", 4, "gloo:all_reduce", False)], {"0": 4})
+    rank2 = _fr([("0", 3, "gloo:all_reduce", True), ("1", 1, "gloo:all_reduce", False)], {"0": 3, "1": 1})
+    rank2["entries"][1]["sizes"] = [[1]]  # its loss, on the other group
+    recs = [{**_rank(r, sync), "flight_recorder": at4} for r in (0, 1, 3)]
+    recs.insert(2, {**_rank(2, other), "flight_recorder": rank2})
+    found = analyze_stacks(recs)
+    assert (found["flight_recorder"], found["fr_behind"], found["fr_agrees"], found["fr_mismatch"]) == (
+        4, ["rank 2"], True, False)
+    assert ("flight recorder: ranks 0, 1, 3 are in gloo:all_reduce #4 on group 0 (default_pg), which rank 2 has not "
+            "entered (its last there: #3); rank 2 waits in gloo:all_reduce #1 on group 1 1") in found["sentences"]
+    assert "the flight recorder agrees: rank 2" in found["sentences"]
+    by_label = {r["label"]: r for r in found["per_rank"]}
+    assert by_label["rank 2"]["flight_recorder"]["waits_in"] == ["gloo:all_reduce #1 on group 1"]
+
+    # the same number posted as another collective on one rank: a mismatch the stacks cannot see
+    gather = _fr([("0", 4, "nccl:all_gather", False)], {"0": 4})
+    same = [{**_rank(r, sync), "flight_recorder": gather if r == 1 else at4} for r in range(4)]
+    found = analyze_stacks(same)
+    assert found["fr_mismatch"] and found["fr_behind"] == []
+    assert ("flight recorder: collective #4 on group 0 (default_pg) is not the same on every rank: rank 1 posted "
+            "nccl:all_gather 64; ranks 0, 2, 3 posted gloo:all_reduce 64") in found["sentences"]
+
+    # a healthy job read at a moment when one rank is a step behind: not called missing
+    step = [["time.sleep", "<built-in>", 0], ["main", "/job/train.py", 77]]
+    moving = [{**_rank(r, step, stuck=False), "flight_recorder": rank2 if r == 2 else at4} for r in range(4)]
+    found = analyze_stacks(moving)
+    assert found["healthy"] and found["fr_behind"] == [] and not any("flight recorder" in t for t in found["sentences"])
+
+    # sleuth's own Flight Recorder thread in a hooked rank is not one of the job's threads
+    hooked = _rank(0, sync)
+    hooked["samples"] = [t + [{"tid": 7, "name": "sleuth-flight-recorder",
+                               "frames": [["_sleuth_flight_recorder_serve", "/c/sleuth/hook/sitecustomize.py", 70]]}]
+                         for t in hooked["samples"]]
+    assert set(analyze_stacks([hooked])["per_rank"][0]["threads"]) == {"MainThread"}
+
+
 # ------------------------------------------------------------------ a real gloo job
 
 @pytest.mark.slow
@@ -192,22 +249,22 @@ def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, faul
         assert v == {"hang": "supports", "collective-mismatch": "supports", "deadlock": "refutes",
                      "straggler": "refutes"}, v
         [odd] = found["odd_ranks"]
-        assert (odd["rank"], odd["function"], odd["file"], odd["line"]) == ("rank 2", "log_loss", job_py, 49)
-        assert said[0] == ("rank 2 waits in log_loss at hang_job.py:49 (all_reduce); ranks 0, 1, 3 wait in "
-                           "sync_gradients at hang_job.py:45 (all_reduce): a collective mismatch (another collective, "
+        assert (odd["rank"], odd["function"], odd["file"], odd["line"]) == ("rank 2", "log_loss", job_py, LOG_LOSS)
+        assert said[0] == (f"rank 2 waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce); ranks 0, 1, 3 wait in "
+                           f"sync_gradients at hang_job.py:{SYNC} (all_reduce): a collective mismatch (another collective, "
                            "another call site or another group)")
     elif fault == "deadlock":
         assert v == {"hang": "supports", "collective-mismatch": "refutes", "deadlock": "supports",
                      "straggler": "refutes"}, v
         [odd] = found["odd_ranks"]
         assert (odd["rank"], odd["kind"], odd["collective"]) == ("rank 1", "deadlock", None)
-        assert "a deadlock inside rank 1" in said[0] and "loader in loader_thread at hang_job.py:38" in said[0]
-        assert "MainThread in main at hang_job.py:71 `filled.wait()" in said[0]
+        assert "a deadlock inside rank 1" in said[0] and f"loader in loader_thread at hang_job.py:{LOADER}" in said[0]
+        assert f"MainThread in main at hang_job.py:{WAIT} `filled.wait()" in said[0]
     elif fault == "straggler":
         assert v["straggler"] == "supports" and v["collective-mismatch"] == "refutes", v
         [odd] = found["odd_ranks"]
-        assert (odd["rank"], odd["function"], odd["line"], odd["stuck"]) == ("rank 3", "load_batch", 31, False)
-        assert said[0].startswith("rank 3 is in load_batch at hang_job.py:31 in ")
+        assert (odd["rank"], odd["function"], odd["line"], odd["stuck"]) == ("rank 3", "load_batch", SLOW, False)
+        assert said[0].startswith(f"rank 3 is in load_batch at hang_job.py:{SLOW} in ")
     else:
         assert found["healthy"] and v == {"hang": "refutes", "collective-mismatch": "refutes", "deadlock": "refutes",
                                           "straggler": "refutes"}, v
@@ -220,8 +277,8 @@ def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, faul
         sleuth(d, "export", "-o", str(md))
         hang = md.read_text().split("## Hang")[1].split("\n## ")[0]
         assert "### #1 stacks on local: mismatch (4 of 4 processes sampled" in hang
-        assert "- rank 2 waits in log_loss at hang_job.py:49 (all_reduce)" in hang
-        assert "| ranks 0, 1, 3 | sync_gradients at hang_job.py:45 (all_reduce) |" in hang.replace("rank 0, rank 1, rank 3",
+        assert f"- rank 2 waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce)" in hang
+        assert f"| ranks 0, 1, 3 | sync_gradients at hang_job.py:{SYNC} (all_reduce) |" in hang.replace("rank 0, rank 1, rank 3",
                                                                                                   "ranks 0, 1, 3")
     # never harm the job: every rank still alive, and a healthy job still steps
     for pid in j.pids.values():
@@ -241,7 +298,7 @@ def test_stacks_through_the_real_sshd_copies_py_spy_and_names_the_odd_rank(tmp_p
     assert (cache / "sleuth" / "bin" / "py-spy").is_file()  # not on the far end's PATH nor beside its python
     assert result(data)["py_spy"] == str(cache / "sleuth" / "bin" / "py-spy")
     [odd] = result(data)["odd_ranks"]
-    assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", 49)
+    assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", LOG_LOSS)
     assert verdicts(data)["collective-mismatch"] == "supports"
 
 
@@ -333,9 +390,9 @@ def test_a_fleet_of_two_nodes_reads_the_jobs_ranks_together_and_names_the_odd_ra
         assert {r["label"]: r["member"] for r in hang["per_rank"]} == {"rank 0": "a", "rank 1": "a", "rank 2": "b",
                                                                        "rank 3": "b"}
         [odd] = hang["odd_ranks"]
-        assert (odd["rank"], odd["member"], odd["function"], odd["line"]) == ("rank 2", "b", "log_loss", 49)
-        assert hang["sentences"][0].startswith("rank 2 on b waits in log_loss at hang_job.py:49 (all_reduce); ranks "
-                                               "0, 1, 3 wait in sync_gradients at hang_job.py:45 (all_reduce)")
+        assert (odd["rank"], odd["member"], odd["function"], odd["line"]) == ("rank 2", "b", "log_loss", LOG_LOSS)
+        assert hang["sentences"][0].startswith(f"rank 2 on b waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce); ranks "
+                                               f"0, 1, 3 wait in sync_gradients at hang_job.py:{SYNC} (all_reduce)")
         alone = json.loads(sleuth(d, "replay", "--json").stdout)["runs"]
         a_run = next(r for r in alone if r["target"] == "a")
         assert "2 are elsewhere" in " ".join(a_run["result"]["sentences"])
@@ -379,13 +436,20 @@ def test_a_job_started_with_the_hook_gives_its_stacks_without_ptrace_and_an_unho
         found = result(data)
         assert (found["sampled"], found["py_spy"], found["verdict"]) == (4, None, "mismatch"), found["sentences"]
         [odd] = found["odd_ranks"]
-        assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", 49)
+        assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", LOG_LOSS)
+        # the hook also serves torch's Flight Recorder (--hook turned it on): it names rank 2 too
+        assert (found["flight_recorder"], found["fr_behind"], found["fr_agrees"]) == (4, ["rank 2"], True), found
+        assert any(t.startswith("flight recorder: ranks 0, 1, 3 are in gloo:all_reduce #4 on group 0 (default_pg), "
+                                "which rank 2 has not entered (its last there: #3); rank 2 waits in gloo:all_reduce "
+                                "#1 on group 1") for t in found["sentences"]), found["sentences"]
+        assert all("sleuth-flight-recorder" not in r["threads"] for r in found["per_rank"])
         assert all("Current thread" in (dumps / f"stacks-{pid}.txt").read_text() or
                    "Thread 0x" in (dumps / f"stacks-{pid}.txt").read_text() for pid in ranks.values())
         other = job("mismatch")  # started without the hook
         alone = run_stacks(d, "--target", "mine", "--param", "via=hook", "--param",
                            "pid=" + ",".join(map(str, other.pids.values())))
         assert [f["kind"] for f in alone["findings"] if f["kind"] == "no-hook"] == ["no-hook"]
+        assert [f["kind"] for f in alone["findings"] if f["kind"] == "flight-recorder-off"] == ["flight-recorder-off"]
         assert result(alone)["sampled"] == 0
         for pid in other.pids.values():
             os.kill(pid, 0)  # alive: never signalled
@@ -397,3 +461,37 @@ def test_a_job_started_with_the_hook_gives_its_stacks_without_ptrace_and_an_unho
                 pass
         launch.wait(timeout=60)
         sleuth(d, "agent", "stop", check=None)
+
+
+@pytest.mark.slow
+def test_the_flight_recorder_dump_a_watchdog_left_is_read_and_a_stale_one_refused(tmp_path: Path, job):
+    """A job not started by sleuth, with the Flight Recorder on and its dumps written where the
+    NCCL watchdog writes them on a timeout (a pickle per rank): the stacks probe reads them
+    (plain data only) and names the rank that never entered the collective; a dump older than
+    the process is not this job's and is said so."""
+    d = project(tmp_path)
+    prefix = tmp_path / "fr" / "trace_rank_"
+    prefix.parent.mkdir()
+    j = job("deadlock", env={"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(prefix)},
+            args=("--dump-fr-after", "4"))
+    end = time.monotonic() + 30
+    while len(list(prefix.parent.glob("trace_rank_?"))) < 4:
+        assert time.monotonic() < end, "no dumps"
+        time.sleep(0.2)
+    data = run_stacks(d, "--target", "local")
+    found = result(data)
+    assert found["verdict"] == "deadlock" and found["flight_recorder"] == 4, found["sentences"]
+    assert (found["fr_behind"], found["fr_agrees"]) == (["rank 1"], True)
+    assert any(t.startswith("flight recorder: ranks 0, 2, 3 are in gloo:all_reduce #4 on group 0 (default_pg), which "
+                            "rank 1 has not entered (its last there: #3); rank 1 waits in no collective")
+               for t in found["sentences"]), found["sentences"]
+    rank0 = next(r for r in data["records"] if r["kind"] == "rank" and r["rank"] == "0")
+    assert rank0["flight_recorder"]["source"] == "dump" and rank0["flight_recorder"]["path"] == f"{prefix}0"
+
+    os.utime(f"{prefix}0", (0, 0))  # a dump from before this job started
+    again = run_stacks(d, "--target", "local")
+    rank0 = next(r for r in again["records"] if r["kind"] == "rank" and r["rank"] == "0")
+    assert rank0["flight_recorder"]["error"] == "the dump there is older than the process"
+    assert result(again)["flight_recorder"] == 3
+    for pid in j.pids.values():
+        os.kill(pid, 0)
