@@ -49,25 +49,32 @@ def _sleuth_flight_recorder_serve(folder, pid):
             return
         if os.getpid() != pid:  # a forked child (a data-loader worker): not this rank
             return
-        data = None
+        import json
+
         try:
             dist = sys.modules.get("torch.distributed")
             if dist is None or not dist.is_available() or not dist.is_initialized():
-                data = b'{"error": "torch.distributed is not initialised in this process"}'
+                data = {"error": "torch.distributed is not initialised in this process"}
             else:
-                from torch._C._distributed_c10d import _dump_fr_trace_json  # pyright: ignore[reportAttributeAccessIssue]
+                import torch._C._distributed_c10d as c10d
 
-                data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
-                if isinstance(data, str):
-                    data = data.encode()
-        except Exception as exc:  # an older torch, a recorder that is off
-            import json
-
-            data = json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}).encode()
+                # two recorders: ProcessGroupNCCL keeps its own (NCCL's collectives), the generic
+                # one holds gloo's and other CPU backends'
+                data = {"recorders": {}}
+                for key, name in (("nccl", "_dump_nccl_trace_json"), ("cpu", "_dump_fr_trace_json")):
+                    dump = getattr(c10d, name, None)
+                    if dump is None:
+                        continue
+                    try:
+                        data["recorders"][key] = json.loads(dump(True, False))  # collectives, not only active
+                    except Exception as exc:
+                        data["recorders"][key] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+        except Exception as exc:  # an older torch
+            data = {"error": "%s: %s" % (type(exc).__name__, exc)}
         try:
             tmp = out + ".tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
+            with open(tmp, "w") as fh:
+                json.dump(data, fh)
             os.replace(tmp, out)
         except OSError:
             return

@@ -337,6 +337,20 @@ def started_at(pid):
 def fr_condense(raw, source, path):
     """The parts of a dump sleuth reads: per group its last enqueued and completed collective,
     and the last entries (group, number, op, sizes, finished)."""
+    if isinstance(raw, dict) and isinstance(raw.get("recorders"), dict):  # the hook's: NCCL's and the CPU one
+        parts = [fr_condense(r, source, path) for r in raw["recorders"].values()]
+        read = [p for p in parts if not p.get("error")]
+        if not read:
+            errors = "; ".join(p["error"] for p in parts) or "this torch has no Flight Recorder"
+            return {"source": source, "path": path, "error": errors}
+        status = {}
+        for part in read:
+            for pg, st in part["pg_status"].items():
+                mine = status.setdefault(pg, {})
+                for k, v in st.items():
+                    mine[k] = max(mine.get(k, v), v)
+        return {"source": source, "path": path, "version": read[0].get("version"), "pg_status": status,
+                "entries": [e for part in read for e in part["entries"]]}
     if not isinstance(raw, dict):
         return {"source": source, "path": path, "error": "not a Flight Recorder dump"}
     if raw.get("error"):
