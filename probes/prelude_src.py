@@ -115,13 +115,41 @@ def _sleuth_main(config):
             spec = None
         if spec is None or not spec.submodule_search_locations:
             return None
-        text = read(_os.path.join(list(spec.submodule_search_locations)[0], "version.py")) or ""
+        folder = list(spec.submodule_search_locations)[0]
+        text = read(_os.path.join(folder, "version.py")) or ""
         found = {}
         for key in ("__version__", "cuda", "hip", "git_version"):
             m = re.search(r"^%s\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]" % re.escape(key), text, re.M)
             if m:
                 found[key.strip("_")] = m.group(1)
+        remember_install(folder, found)
         return found
+
+    def remember_install(folder, build):
+        # Which torch build was installed in this folder, and when (version.py's mtime): the
+        # cache-inventory probe asks it which torch wrote caches older than the install now.
+        # One small file in sleuth's cache at the far end, written only when an install is new.
+        try:
+            installed = _os.stat(_os.path.join(folder, "version.py")).st_mtime
+            cache = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"), ".cache")
+            path = _os.path.join(cache, "sleuth", "torch-installs.json")
+            try:
+                with open(path) as fh:
+                    seen = _json.load(fh)
+            except (OSError, ValueError):
+                seen = []
+            if any(e.get("dir") == folder and e.get("installed") == installed for e in seen if isinstance(e, dict)):
+                return
+            seen = [e for e in seen if isinstance(e, dict)][-199:] + [
+                {"dir": folder, "installed": installed, "version": build.get("version"), "git": build.get("git_version"),
+                 "cuda": build.get("cuda")}]
+            _os.makedirs(_os.path.dirname(path), exist_ok=True)
+            tmp = "%s.%d" % (path, _os.getpid())
+            with open(tmp, "w") as fh:
+                _json.dump(seen, fh)
+            _os.replace(tmp, path)
+        except Exception:
+            pass  # a read-only home: the probe then says it does not know
 
     def distributions():
         # From the *.dist-info / *.egg-info directory names on sys.path: the same names and

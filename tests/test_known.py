@@ -305,9 +305,10 @@ def test_an_entry_with_a_rule_matches_the_runs_of_its_probe_where_the_rule_holds
 
     assert run("cache-inventory", {"cold": False, "keys_match": False}) == ["pytorch#101027"]
     assert run("cache-inventory", {"cold": False, "keys_match": True}) == []
+    assert run("cache-inventory", {"cold": False, "keys_match": None}) == []  # sleuth could not tell: said of none
     assert run("env-fingerprint", {"keys_match": False}) == []
     [m] = [m for m in inv.state.known_for("cache-invalidation")]
-    assert m["seen"] == "cache-inventory: not keys_match" and m["measured"] == "2.11.0+cu128"
+    assert m["seen"] == "cache-inventory: keys_match == false" and m["measured"] == "2.11.0+cu128"
     assert inv.state.status("cache-invalidation") != "confirmed"
     inv.close()
     for body, words in (
@@ -321,3 +322,75 @@ def test_an_entry_with_a_rule_matches_the_runs_of_its_probe_where_the_rule_holds
         with pytest.raises(CatalogError) as err:
             load_known([d])
         assert str(err.value).startswith(f"{d / 'mine.toml'}:8:") and words in str(err.value), str(err.value)
+
+
+def test_which_torch_wrote_the_caches_is_what_sleuth_saw_installed_or_not_said(tmp_path: Path):
+    """Through the CLI on the local target, with a torch folder reinstalled in place (its
+    version.py rewritten, as pip does) and real compile-cache files: caches written under the
+    install before are read against the build that install had, which a state read of sleuth's
+    saw. The same build reinstalled keeps its keys; another build does not, and pytorch#101027 is
+    said with the build that wrote them; an earlier install sleuth never saw is not guessed."""
+    import json
+    import os
+    import sys
+    import time
+
+    from test_cli import sleuth
+
+    site, cache = tmp_path / "site", tmp_path / "inductor"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("raise ImportError('a stand-in: only its version.py is read')\n")
+    cache.mkdir()
+    version_py = site / "torch" / "version.py"
+    now = time.time()
+
+    def install(version: str, git: str, at: float) -> None:
+        version_py.write_text(f"__version__ = '{version}'\ngit_version = '{git}'\ncuda = '{version[-3:]}'\n")
+        os.utime(version_py, (at, at))
+
+    def target(name: str, ledger: Path) -> str:
+        return (f'[targets.{name}]\npython = "{sys.executable}"\nenv = {{ PYTHONPATH = "{site}", XDG_CACHE_HOME = '
+                f'"{ledger}", TORCHINDUCTOR_CACHE_DIR = "{cache}", TRITON_CACHE_DIR = "{tmp_path / "triton"}" }}\n')
+
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + target("box", tmp_path / "far-cache")
+                                   + target("unseen", tmp_path / "other-cache"))
+
+    def inventory(on: str) -> tuple[dict, list[str], dict[str, str]]:
+        data = json.loads(sleuth(d, "probe", "run", "cache-inventory", "--target", on, "--json", "--force",
+                                 "--no-agent").stdout)
+        res = next(r for r in data["records"] if r["kind"] == "result")
+        return res, [k["id"] for k in data["known"]], {e["hypothesis"]: e["verdict"] for e in data["evidence"]}
+
+    install("2.11.0+cu128", "aaaa1111", now - 3000)
+    entry = cache / "fx" / "entry.so"
+    entry.parent.mkdir()
+    entry.write_bytes(b"compiled")
+    os.utime(entry, (now - 2900, now - 2900))  # compiled under that install
+    res, known, _ = inventory("box")
+    assert (res["keys_match"], res["written_by"]) == (True, "2.11.0+cu128") and known == [], res["keys_said"]
+    assert res["keys_said"].startswith("written since this torch (2.11.0+cu128 (git aaaa1111)) was installed")
+
+    install("2.11.0+cu128", "aaaa1111", now - 2000)  # the same build reinstalled: the keys hold
+    res, known, verdict = inventory("box")
+    assert (res["keys_match"], res["written_by"], known) == (True, "2.11.0+cu128", [])
+    assert res["keys_said"].startswith("written under an earlier install of the same build")
+    assert verdict.get("cache-invalidation") == "refutes"
+
+    install("2.11.0+cu130", "bbbb2222", now - 1000)  # another build: no entry matches
+    res, known, verdict = inventory("box")
+    assert (res["keys_match"], res["written_by"]) == (False, "2.11.0+cu128"), res["keys_said"]
+    assert res["keys_said"].startswith("written under torch 2.11.0+cu128 (git aaaa1111), installed ")
+    assert "torch is now 2.11.0+cu130 (git bbbb2222)" in res["keys_said"]
+    assert known == ["pytorch#101027"] and verdict.get("cache-invalidation") == "supports"
+    installs = json.loads((tmp_path / "far-cache" / "sleuth" / "torch-installs.json").read_text())
+    assert [(e["version"], e["installed"]) for e in installs] == [
+        ("2.11.0+cu128", now - 3000), ("2.11.0+cu128", now - 2000), ("2.11.0+cu130", now - 1000)]
+
+    # a machine where sleuth never saw the install before: not known, and nothing read into it
+    res, known, verdict = inventory("unseen")
+    assert res["keys_match"] is None and res["written_by"] is None and known == []
+    assert "sleuth saw no earlier install here" in res["keys_said"]
+    assert verdict["cache-invalidation"] == "inconclusive"  # neither supports nor refutes

@@ -9,7 +9,7 @@ PROBE = {
     "title": "compile caches: locations, sizes, entries, newest entries, torch/triton keys",
     "timeout": 120,
     "cost": 1,
-    "reports": ["cold", "keys_match", "entries", "caches", "torch_installed"],
+    "reports": ["cold", "keys_match", "written_by", "keys_said", "entries", "caches", "torch_installed"],
 }
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
@@ -22,6 +22,7 @@ if "emit" not in globals():  # run standalone: records as JSON lines on stdout
 
 import getpass
 import importlib.util
+import json
 import os
 import re
 import tempfile
@@ -35,15 +36,69 @@ def user():
         return "unknown"
 
 
-def torch_install_time():
+def torch_install():
+    """The installed torch: its folder, when version.py was written, its version and commit."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    folder = list(spec.submodule_search_locations)[0]
+    path = os.path.join(folder, "version.py")
     try:
-        return os.stat(path).st_mtime
+        installed = os.stat(path).st_mtime
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(65536)
     except OSError:
         return None
+    found = {"dir": folder, "installed": installed}
+    for key, name in (("__version__", "version"), ("git_version", "git")):
+        m = re.search(r"^" + re.escape(key) + r"\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
+        found[name] = m.group(1) if m else None
+    return found
+
+
+def installs_seen():
+    """The torch installs sleuth's state reads saw on this machine (the prelude keeps the list)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    try:
+        with open(os.path.join(cache, "sleuth", "torch-installs.json")) as f:
+            seen = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [e for e in seen if isinstance(e, dict) and isinstance(e.get("installed"), (int, float))]
+
+
+def when(t):
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+
+def build(e):
+    return (e.get("version") or "?") + (f" (git {str(e['git'])[:10]})" if e.get("git") else "")
+
+
+def judge_keys(files, newest, now):
+    """Whether the caches' keys match the installed torch: inductor keys every entry by torch's
+    version and a hash of its sources (torch_key()), so entries written under another build
+    never hit. An entry older than the install was written under the install before it: sleuth
+    knows which build that was when one of its state reads saw it; otherwise it does not say."""
+    if not files:
+        return True, None, "no cache entries: nothing to match (cold)"
+    if now is None:
+        return None, None, "torch is not installed here"
+    if newest >= now["installed"]:
+        return True, now.get("version"), f"written since this torch ({build(now)}) was installed on {when(now['installed'])}"
+    earlier = [e for e in installs_seen() if e.get("dir") == now["dir"] and e["installed"] <= newest]
+    if not earlier:
+        return None, None, (f"every entry is older than this torch's install ({when(now['installed'])}) and sleuth saw no "
+                            "earlier install here: which build wrote them is not known (an identical reinstall keeps "
+                            "the keys; another version or build does not)")
+    prev = max(earlier, key=lambda e: e["installed"])
+    same = (prev.get("version"), prev.get("git")) == (now.get("version"), now.get("git"))
+    if same:
+        return True, prev.get("version"), (f"written under an earlier install of the same build ({build(now)}, "
+                                           f"installed {when(prev['installed'])}): the keys still hold")
+    return False, prev.get("version"), (f"written under torch {build(prev)}, installed {when(prev['installed'])}; "
+                                        f"torch is now {build(now)} (installed {when(now['installed'])}): no entry "
+                                        "matches, the next compile starts cold")
 
 
 def inventory(path, newest_n=5, limit=500000):
@@ -86,12 +141,11 @@ dirs = {
 for extra in params.get("extra_dirs", []):
     dirs[extra] = extra
 caches = {name: inventory(path) for name, path in dirs.items()}
-installed = torch_install_time()
+now = torch_install()
+installed = now["installed"] if now else None
 files = sum(c["files"] for c in caches.values())
 newest = max((c.get("newest_mtime") or 0) for c in caches.values()) if files else None
-# A cache whose newest entry is older than the torch install was written by another torch:
-# its keys no longer match, so the next compile starts cold.
-keys_match = True if not files or installed is None else (newest or 0) >= installed
+keys_match, written_by, keys_said = judge_keys(files, newest or 0, now)
 # Inductor keys its FX-graph cache by torch version and config, triton by its own version and
 # the CUDA toolchain: a reinstall keeps the directories but no entry matches any more.
 keyed_by = {"inductor": "torch version + inductor config + graph code", "triton": "triton version + CUDA toolchain + kernel source"}
@@ -103,6 +157,8 @@ emit(
     entries=files,
     cold=files == 0,
     keys_match=keys_match,
+    written_by=written_by,
+    keys_said=keys_said,
     torch_installed=installed,
     torch_installed_age_s=round(time.time() - installed, 1) if installed else None,
 )
