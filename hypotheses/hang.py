@@ -176,9 +176,17 @@ def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int,
     """What :func:`_analyze` reads from the stacks, with the Flight Recorder's reading after it
     (``flight_recorder``, ``fr_behind``, ``fr_mismatch``, ``fr_agrees``; its sentences follow the
     stacks' own, and whether it names the same ranks)."""
-    recs = [r for r in records if r.get("kind") == "rank"]
+    records_list = list(records)
+    recs = [r for r in records_list if r.get("kind") == "rank"]
     views = [_view(r, (member_of or {}).get(i)) for i, r in enumerate(recs)]
     out = _analyze(recs, views)
+    helpers = [h for r in records_list if r.get("kind") == "result" for h in (r.get("helpers") or [])]
+    if helpers:
+        kinds = Counter(str(h.get("comm") or "?") for h in helpers)
+        out["sentences"].append(
+            f"{len(helpers)} child process{'es' if len(helpers) != 1 else ''} of the ranks, with their rank's RANK ("
+            + ", ".join(f"{c} ×{n}" for c, n in kinds.most_common()) + "), are the ranks' helpers (data-loader "
+            "workers and the like), not ranks: left out of the comparison")
     fr = read_flight_recorder(recs, views, healthy=bool(out["healthy"]))
     out.update({k: fr[k] for k in ("flight_recorder", "fr_behind", "fr_mismatch")})
     for row in out["per_rank"]:
@@ -275,9 +283,13 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, 
             said.append(f"{v.label}{_member(v)} waits in {w.text()}; {_ranks_text(majority)} wait in {base_text}: a "
                         "collective mismatch (another collective, another call site or another group)")
         elif v.stuck:
-            blocked = [(n, tw) for n, (tw, _k, _m) in v.threads.items() if tw is not None]
-            lockish = [(n, tw) for n, tw in blocked if _LOCKISH.search(v.line_of(tw) or "")]
-            if base is not None and base.collective and (len(lockish) >= 2 or (lockish and len(blocked) >= 2)):
+            # threads of the job's own code waiting at a lock, wait or join line; Python's and
+            # torch's idle helper threads (a queue's feeder, a pool's workers) wait on conditions
+            # all the time and say nothing about a deadlock
+            lockish = [(n, tw) for n, (tw, _k, _m) in v.threads.items()
+                       if tw is not None and not is_library(tw.file) and _LOCKISH.search(v.line_of(tw) or "")]
+            main_waits = any(tw == w for _n, tw in lockish)
+            if base is not None and base.collective and main_waits and len(lockish) >= 2:
                 out["deadlocks"] += 1
                 row["kind"] = "deadlock"
                 threads = "; ".join(f"{n} in {tw.text()}" + (f" `{v.line_of(tw)}`" if v.line_of(tw) else "")

@@ -10,6 +10,8 @@
 --fault straggler   rank 3 loads each batch slowly: it makes progress, the others wait
 
 It prints one line per step on rank 0 ("step N") and writes its pid per rank to --pids DIR.
+--loader-workers N  batches come from a DataLoader with N worker processes per rank (forked:
+                    they inherit the rank's RANK, as in every real job that uses workers)
 --dump-fr-after S   each rank writes torch's Flight Recorder dump S seconds after it starts, where
                     the NCCL watchdog writes it on a timeout ($TORCH_FR_DUMP_TEMP_FILE + rank, a
                     pickle), as gloo has no such watchdog
@@ -33,6 +35,17 @@ def load_batch(rank: int, fault: str) -> torch.Tensor:
     if fault == "straggler" and rank == 3:
         time.sleep(0.4)  # a slow disk on one node
     return torch.full((64,), float(rank))
+
+
+class Batches(torch.utils.data.Dataset):
+    def __init__(self, rank: int, fault: str) -> None:
+        self.rank, self.fault = rank, fault
+
+    def __len__(self) -> int:
+        return 10**9
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return load_batch(self.rank, self.fault)
 
 
 def loader_thread(fault: str, rank: int, wanted: threading.Event, filled: threading.Event) -> None:
@@ -70,6 +83,7 @@ def main() -> None:
     parser.add_argument("--pids")
     parser.add_argument("--steps", type=int, default=10**9)
     parser.add_argument("--dump-fr-after", type=float)
+    parser.add_argument("--loader-workers", type=int, default=0)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -80,8 +94,10 @@ def main() -> None:
     side = dist.new_group([2, 3]) if dist.get_world_size() >= 4 else None
     wanted, filled = threading.Event(), threading.Event()
     threading.Thread(target=loader_thread, args=(args.fault, rank, wanted, filled), name="loader", daemon=True).start()
+    batches = iter(torch.utils.data.DataLoader(Batches(rank, args.fault), batch_size=None,
+                                               num_workers=args.loader_workers)) if args.loader_workers else None
     for step in range(args.steps):
-        batch = load_batch(rank, args.fault)
+        batch = next(batches) if batches is not None else load_batch(rank, args.fault)
         grad = batch * 0.5
         if args.fault == "deadlock" and rank == 1 and step == 3:
             with BATCH_LOCK:

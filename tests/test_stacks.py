@@ -495,3 +495,41 @@ def test_the_flight_recorder_dump_a_watchdog_left_is_read_and_a_stale_one_refuse
     assert result(again)["flight_recorder"] == 3
     for pid in j.pids.values():
         os.kill(pid, 0)
+
+
+@pytest.mark.slow
+def test_data_loader_workers_are_their_ranks_helpers_not_ranks(tmp_path: Path, job):
+    """Every real job with DataLoader workers has, per rank, forked children with the rank's
+    RANK: they are not ranks (counted as ranks they were the majority and made the real
+    ranks look odd), and the rank's idle queue-feeder threads are no deadlock."""
+    d = project(tmp_path)
+    j = job("mismatch", args=("--loader-workers", "2"))
+    data = run_stacks(d, "--target", "local")
+    found = result(data)
+    ranks = [r for r in data["records"] if r["kind"] == "rank"]
+    assert {int(r["rank"]): r["pid"] for r in ranks} == j.pids
+    assert len(found["helpers"]) == 8 and {h["rank"] for h in found["helpers"]} == {"0", "1", "2", "3"}
+    assert all(h["ppid"] == j.pids[int(h["rank"])] for h in found["helpers"])
+    assert found["verdict"] == "mismatch", found["sentences"]
+    [odd] = found["odd_ranks"]
+    assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", LOG_LOSS)
+    assert any(t.startswith("8 child processes of the ranks, with their rank's RANK (pt_data_worker ×8), are the "
+                            "ranks' helpers") for t in found["sentences"]), found["sentences"]
+
+
+def test_idle_helper_threads_of_pythons_own_library_are_no_deadlock():
+    """A rank stopped outside any collective, with the two queue-feeder threads a DataLoader
+    leaves waiting on conditions, is stuck, not deadlocked: only the job's own threads at lock
+    or wait lines, its main thread among them, make a deadlock."""
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    sleeping = [["sleep", "<built-in>", 0], ["main", "/job/train.py", 88]]
+    feeder = [["Condition.wait", "/usr/lib/python3.11/threading.py", 327],
+              ["Queue._feed", "/usr/lib/python3.11/multiprocessing/queues.py", 231]]
+    code = {"/usr/lib/python3.11/threading.py:327": "waiter.acquire()", "/job/train.py:88": "time.sleep(3600)"}
+    rank2 = _rank(2, sleeping, code=code)
+    rank2["samples"] = [threads + [{"tid": 9000 + i, "name": f"QueueFeederThread-{i}", "frames": feeder} for i in (1, 2)]
+                        for threads in rank2["samples"]]
+    found = analyze_stacks([_rank(0, sync), _rank(1, sync), rank2, _rank(3, sync)])
+    [odd] = found["odd_ranks"]
+    assert (odd["rank"], odd["kind"]) == ("rank 2", "stuck") and found["deadlocks"] == 0
+    assert found["verdict"] == "stuck"

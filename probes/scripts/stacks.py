@@ -21,7 +21,7 @@ PROBE = {
                "most": 256, "via": "auto", "flight_recorder": True},
     "reports": ["processes", "ranks", "sampled", "denied", "unanswered", "window_s", "stuck", "odd", "mismatch",
                 "deadlocks", "stragglers", "healthy", "missing", "verdict", "odd_ranks", "sentences",
-                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees"],
+                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers"],
     "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
 }
 
@@ -153,9 +153,17 @@ def find(match, pids, most):
     parents = {p["ppid"] for p in found}
     launchers = [p for p in found if p["pid"] in parents and not (p["env"] or {}).get("RANK")]
     found = [p for p in found if p not in launchers]
+    # a child of a rank with the rank's own RANK (it inherited the environment: a data-loader
+    # worker, a compile worker, any subprocess) is that rank's helper, not another rank
+    rank_of = {p["pid"]: (p["env"] or {}).get("RANK") for p in found}
+    helpers = [] if wanted else [p for p in found if (p["env"] or {}).get("RANK") not in (None, "")
+                                 and rank_of.get(p["ppid"]) == (p["env"] or {}).get("RANK")]
+    for p in helpers:
+        p["comm"] = (read(f"/proc/{p['pid']}/comm") or "").strip()
+    found = [p for p in found if p not in helpers]
     found.sort(key=lambda p: (int((p["env"] or {}).get("RANK", 1 << 30)) if str((p["env"] or {}).get("RANK", "")).isdigit()
                               else 1 << 30, p["pid"]))
-    return found[:most], launchers, max(0, len(found) - most)
+    return found[:most], launchers, helpers, max(0, len(found) - most)
 
 
 def py_spy_path(given):
@@ -438,7 +446,8 @@ def code_at(path, line):
 
 def main():
     started = time.time()
-    procs, launchers, left = find(params.get("match") or "", params.get("pid") or "", int(params.get("most", 256)))
+    procs, launchers, helpers, left = find(params.get("match") or "", params.get("pid") or "",
+                                           int(params.get("most", 256)))
     via = params.get("via") or "auto"
     spy = py_spy_path(params.get("py_spy") or "") if via != "hook" else None
     if spy is None and via != "hook" and not any(hooked(p) for p in procs):
@@ -529,6 +538,8 @@ def main():
     emit("result", processes=len(procs), ranks=sum(1 for p in procs if (p["env"] or {}).get("RANK") is not None),
          sampled=sum(1 for p in procs if any("threads" in d for d in dumps[p["pid"]])), denied=len(denied),
          unanswered=unanswered, left_out=left, launchers=[{"pid": p["pid"], "cmd": p["cmd"]} for p in launchers],
+         helpers=[{"pid": p["pid"], "ppid": p["ppid"], "rank": (p["env"] or {}).get("RANK"), "comm": p["comm"]}
+                  for p in helpers],
          py_spy=spy, samples=samples, window_s=round(window, 3))
 
 
