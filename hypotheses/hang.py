@@ -226,6 +226,19 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, 
     if missing:
         said.append(f"world size {world}, {len(ranks_found)} ranks found here: {missing} "
                     f"{'is' if missing == 1 else 'are'} elsewhere (another node: run stacks on the fleet)")
+    jobs: dict[str, list[tuple[Mapping[str, Any], RankView]]] = {}
+    for r, v in zip(recs, views):
+        if r.get("job"):
+            jobs.setdefault(str(r["job"]), []).append((r, v))
+    if len(jobs) > 1:  # two jobs' ranks are never compared: which is odd would mean nothing
+        out.update(verdict="several-jobs", stuck=0, missing=0,
+                   jobs=[{"job": key, "ranks": [v.label for _r, v in members], "pids": [v.pid for _r, v in members]}
+                         for key, members in jobs.items()])
+        said.append(f"{len(jobs)} jobs run here; their ranks are not compared — "
+                    + "; ".join(f"job {key}: {_ranks_text([v for _r, v in members])} (pid "
+                                + ", ".join(str(v.pid) for _r, v in members) + ")" for key, members in jobs.items())
+                    + f". Read one job: --param job={next(iter(jobs))}")
+        return out
     if not readable:
         return out
     groups: dict[tuple, list[RankView]] = {}

@@ -533,3 +533,37 @@ def test_idle_helper_threads_of_pythons_own_library_are_no_deadlock():
     [odd] = found["odd_ranks"]
     assert (odd["rank"], odd["kind"]) == ("rank 2", "stuck") and found["deadlocks"] == 0
     assert found["verdict"] == "stuck"
+
+
+def test_two_jobs_on_one_machine_are_never_compared():
+    """A stale job still hung from an earlier attempt beside the new one: the same ranks twice.
+    Compared, one job's ranks would make the other's odd; sleuth names both jobs and how to read
+    one, and no hang hypothesis gets support from it."""
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    other = [AR, ["log_loss", "/job/train.py", 111]]
+    old = [{**_rank(r, sync), "job": "1f2e", "pid": 500 + r} for r in range(4)]
+    new = [{**_rank(r, other if r == 2 else sync), "job": "9c0d"} for r in range(4)]
+    found = analyze_stacks(old + new)
+    assert (found["verdict"], found["stuck"], found["odd"], found["mismatch"]) == ("several-jobs", 0, 0, False)
+    assert [j["job"] for j in found["jobs"]] == ["1f2e", "9c0d"]
+    assert found["sentences"][-1] == ("2 jobs run here; their ranks are not compared — job 1f2e: ranks 0, 1, 2, 3 "
+                                      "(pid 500, 501, 502, 503); job 9c0d: ranks 0, 1, 2, 3 (pid 1000, 1001, 1002, "
+                                      "1003). Read one job: --param job=1f2e")
+    alone = analyze_stacks(new)
+    assert alone["verdict"] == "mismatch" and [r["rank"] for r in alone["odd_ranks"]] == ["rank 2"]
+
+
+@pytest.mark.slow
+def test_two_real_jobs_are_named_apart_and_one_is_read_with_its_job_param(tmp_path: Path, job):
+    d = project(tmp_path)
+    stale, fresh = job("healthy"), job("mismatch")
+    both = result(run_stacks(d, "--target", "local"))
+    assert both["verdict"] == "several-jobs", both["sentences"]
+    by_pids = {frozenset(j["pids"]): j["job"] for j in both["jobs"]}
+    assert set(by_pids) == {frozenset(stale.pids.values()), frozenset(fresh.pids.values())}
+    key = by_pids[frozenset(fresh.pids.values())]
+    data = run_stacks(d, "--target", "local", "--param", f"job={key}")
+    found = result(data)
+    assert {int(r["rank"]): r["pid"] for r in data["records"] if r["kind"] == "rank"} == fresh.pids
+    assert found["verdict"] == "mismatch" and [r["rank"] for r in found["odd_ranks"]] == ["rank 2"]
+    assert verdicts(data)["collective-mismatch"] == "supports"

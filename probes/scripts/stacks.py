@@ -18,10 +18,10 @@ PROBE = {
     "timeout": 60,
     "cost": 2,
     "params": {"match": "", "pid": "", "samples": 5, "interval": 0.2, "py_spy": "", "dump_timeout": 5.0,
-               "most": 256, "via": "auto", "flight_recorder": True},
+               "most": 256, "via": "auto", "flight_recorder": True, "job": ""},
     "reports": ["processes", "ranks", "sampled", "denied", "unanswered", "window_s", "stuck", "odd", "mismatch",
                 "deadlocks", "stragglers", "healthy", "missing", "verdict", "odd_ranks", "sentences",
-                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers"],
+                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers", "jobs"],
     "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
 }
 
@@ -63,9 +63,21 @@ def environ(pid):
     for item in raw.split(b"\0"):
         key, sep, value = item.partition(b"=")
         if sep and key in (b"RANK", b"LOCAL_RANK", b"WORLD_SIZE", b"GROUP_RANK", b"TORCHELASTIC_RUN_ID",
-                           b"SLEUTH_STACKS_DIR") + FR_ENV:
+                           b"MASTER_ADDR", b"MASTER_PORT", b"SLEUTH_STACKS_DIR") + FR_ENV:
             out[key.decode()] = value.decode("utf-8", "replace")
     return out
+
+
+def job_of(env):
+    """Which job a rank belongs to: the launcher's run id (torchrun --rdzv-id; --standalone makes
+    one per launch), else the rendezvous address. Two jobs' ranks are never compared."""
+    env = env or {}
+    run = env.get("TORCHELASTIC_RUN_ID")
+    if run and run != "none":
+        return run
+    if env.get("MASTER_PORT"):
+        return f"{env.get('MASTER_ADDR') or '?'}:{env['MASTER_PORT']}"
+    return None
 
 
 def stat_of(path):
@@ -115,7 +127,7 @@ def lineage():
     return mine
 
 
-def find(match, pids, most):
+def find(match, pids, most, job=""):
     mine = lineage()
     wanted = set()
     for p in re.split(r"[,\s]+", str(pids or "").strip()):
@@ -143,6 +155,8 @@ def find(match, pids, most):
                 continue
         elif not env or "RANK" not in env:
             continue  # by default: the processes a launcher (torchrun, srun, mpirun) gave a RANK
+        if job and job_of(env) != job:
+            continue
         st = stat_of(f"/proc/{pid}/stat") or {"ppid": 0, "state": "?"}
         try:
             uid = os.stat(f"/proc/{pid}").st_uid
@@ -447,7 +461,7 @@ def code_at(path, line):
 def main():
     started = time.time()
     procs, launchers, helpers, left = find(params.get("match") or "", params.get("pid") or "",
-                                           int(params.get("most", 256)))
+                                           int(params.get("most", 256)), str(params.get("job") or ""))
     via = params.get("via") or "auto"
     spy = py_spy_path(params.get("py_spy") or "") if via != "hook" else None
     if spy is None and via != "hook" and not any(hooked(p) for p in procs):
@@ -531,7 +545,7 @@ def main():
                         code.setdefault(f"{path}:{line}", code_at(path, line))
         env = p["env"] or {}
         emit("rank", pid=pid, ppid=p["ppid"], uid=p["uid"], cmd=p["cmd"], rank=env.get("RANK"),
-             local_rank=env.get("LOCAL_RANK"), world_size=env.get("WORLD_SIZE"), environ_readable=p["env"] is not None,
+             local_rank=env.get("LOCAL_RANK"), world_size=env.get("WORLD_SIZE"), job=job_of(env), environ_readable=p["env"] is not None,
              alive=bool(after[pid]), tasks=tasks, samples=samples_out, code=code,
              denied=denied.get(pid), flight_recorder=recorders.get(pid))
     unanswered = sum(1 for p in procs if any("timeout" in d for d in dumps[p["pid"]]))
