@@ -23,6 +23,7 @@ from ..sessions import (
 )
 from ..sessions.findings import ENV_FINDINGS, known_env_line
 from .errors import UsageError
+from .outline import record_line
 from .timeline import run_findings
 
 __all__ = ["cmd_probe_list", "cmd_probe_run", "cmd_target_check", "cmd_target_show"]
@@ -193,19 +194,60 @@ def _echo(stream: str, data: bytes) -> None:
     out.flush()
 
 
+_MARKER = b"@@sleuth:"
+RECORD_SHOWN = 240  # characters of a record's JSON the live echo shows
+
+
+def _shown_record(line: bytes) -> bytes:
+    """A probe's record line as the terminal shows it: ``⟨record⟩`` and the start of its JSON
+    (a stacks run's rank record is kilobytes of frames); the store and `sleuth output` keep it whole."""
+    body = record_line(line.decode("utf-8", "replace").rstrip("\n"))
+    if body is None:
+        return line
+    if len(body) > RECORD_SHOWN:
+        body = f"{body[:RECORD_SHOWN]}… (+{len(body) - RECORD_SHOWN} chars: `sleuth output` has it whole)"
+    return f"⟨record⟩ {body}\n".encode()
+
+
 class _Echo:
     """The run's output, live, as it arrives — except the lines of a warning about the
     target's environment that an earlier run already showed (a finding, said once: the numpy
-    warning of every torch import); how many were left out is said at the end. The store keeps
-    every byte."""
+    warning of every torch import), how many were left out said at the end; and a probe's
+    record lines, shown short. The store keeps every byte."""
 
     def __init__(self, known: set[str]) -> None:
         self.known = known
         self.left_out: dict[str, int] = {}
         self._partial = b""
+        self._held = b""  # the start of a stdout line that may be a record
+        self._mid_line = False  # the start of the current stdout line is already shown
+
+    def _stdout(self, data: bytes) -> None:
+        buf, self._held = self._held + data, b""
+        while buf:
+            end = buf.find(b"\n")
+            if self._mid_line:
+                if end < 0:
+                    _echo("stdout", buf)
+                    return
+                _echo("stdout", buf[:end + 1])
+                buf, self._mid_line = buf[end + 1:], False
+                continue
+            if end < 0:
+                if buf.startswith(_MARKER) or _MARKER.startswith(buf):
+                    self._held = buf  # wait for the rest of the line
+                else:
+                    _echo("stdout", buf)  # a progress bar, a prompt: shown as it comes
+                    self._mid_line = True
+                return
+            _echo("stdout", _shown_record(buf[:end + 1]) if buf.startswith(_MARKER) else buf[:end + 1])
+            buf = buf[end + 1:]
 
     def __call__(self, stream: str, data: bytes) -> None:
-        if stream != "stderr" or not self.known:
+        if stream == "stdout":
+            self._stdout(data)
+            return
+        if not self.known:
             _echo(stream, data)
             return
         data, self._partial = self._partial + data, b""
@@ -222,6 +264,9 @@ class _Echo:
             _echo(stream, b"".join(shown))
 
     def finish(self, run: int) -> None:
+        if self._held:
+            _echo("stdout", self._held)
+            self._held = b""
         if self._partial:
             _echo("stderr", self._partial)
             self._partial = b""

@@ -237,3 +237,24 @@ def test_the_lock_on_a_remote_code_tree_is_one_application(tmp_path, sshd, conta
     assert len(apps) == 1 and len(apps[0]["data"]["files"]) == 2
     sleuth(d, "remedy", "revert", "--target", name)
     assert {n: (remote / n).read_text() for n in files} == files
+
+
+def test_the_live_echo_shows_records_short_and_everything_else_as_it_comes(capfdbinary):
+    """`probe run` echoes the output live: a record line (split across chunks, as a pipe
+    delivers it) is shown as ⟨record⟩ and the start of its JSON, never the protocol's marker;
+    other lines, a line that only starts like the marker, and a progress bar's \\r pass as they
+    are, at once."""
+    from sleuth.app.probe_cli import RECORD_SHOWN, _Echo
+
+    echo = _Echo(set())
+    big = '{"kind": "rank", "frames": "' + "x" * 1000 + '"}'
+    for chunk in (b"step 1\n@@sle", b"uth:0123abcd " + big[:300].encode(), big[300:].encode() + b"\n@@",
+                  b"slip not a record\nprogress 10%\r", b"progress 100%\n@@sleuth:0123abcd {\"kind\": \"done\"}\n"):
+        echo("stdout", chunk)
+    echo.finish(1)
+    out = capfdbinary.readouterr().out.decode()
+    assert "@@sleuth" not in out
+    lines = out.split("\n")
+    assert lines[0] == "step 1"
+    assert lines[1] == f"⟨record⟩ {big[:RECORD_SHOWN]}… (+{len(big) - RECORD_SHOWN} chars: `sleuth output` has it whole)"
+    assert lines[2:5] == ["@@slip not a record", "progress 10%\rprogress 100%", '⟨record⟩ {"kind": "done"}']
