@@ -6,6 +6,7 @@ questions in words are app/timeline.py's.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,7 +299,9 @@ def _recorded(fr: Any) -> str:
     if fr.get("error"):
         return "unread"
     waits = fr.get("waits_in") or []
-    return f"in {waits[-1]}".replace("gloo:", "").replace("nccl:", "") if waits else "in no collective"
+    if not waits:
+        return "in no collective"
+    return "in " + re.sub(r"^\w+:| \(.*\)$", "", str(waits[-1]))  # "in all_reduce #4 on group 0"
 
 
 def ranks_table(result: dict[str, Any], most: int = 64) -> Text:

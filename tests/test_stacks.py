@@ -567,3 +567,23 @@ def test_two_real_jobs_are_named_apart_and_one_is_read_with_its_job_param(tmp_pa
     assert {int(r["rank"]): r["pid"] for r in data["records"] if r["kind"] == "rank"} == fresh.pids
     assert found["verdict"] == "mismatch" and [r["rank"] for r in found["odd_ranks"]] == ["rank 2"]
     assert verdicts(data)["collective-mismatch"] == "supports"
+
+
+def test_the_ranks_table_shows_each_ranks_flight_recorder_where_it_was_read():
+    """The UI's pinned ranks × where-they-wait table: a Flight Recorder column only when some
+    rank's recorder was read; the odd rank marked, its collective named from the recorder."""
+    from sleuth.app.views import ranks_table
+
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    other = [AR, ["log_loss", "/job/train.py", 111]]
+    at4 = _fr([("0", 3, "gloo:all_reduce", True), ("0", 4, "gloo:all_reduce", False)], {"0": 4})
+    rank2 = _fr([("0", 3, "gloo:all_reduce", True), ("1", 1, "gloo:all_reduce", False)], {"0": 3, "1": 1})
+    recs = [{**_rank(r, other if r == 2 else sync), "flight_recorder": rank2 if r == 2 else at4} for r in range(4)]
+    recs[3]["flight_recorder"] = {"source": "hook", "error": "no answer from the hook within 5.0 s"}
+    table = ranks_table(analyze_stacks(recs)).plain
+    rows = {" ".join(line[2:].split()[:2]): line for line in table.splitlines() if line.startswith(("◆ rank", "  rank"))}
+    assert "flight recorder" in table.splitlines()[table.splitlines().index("") + 1], table
+    assert rows["rank 2"].startswith("◆ rank 2") and "in all_reduce #1 on group 1" in rows["rank 2"], table
+    assert "in all_reduce #4 on group 0 " in rows["rank 0"] and "unread" in rows["rank 3"]
+    plain = ranks_table(analyze_stacks([_rank(r, sync) for r in range(4)])).plain
+    assert "flight recorder" not in plain
