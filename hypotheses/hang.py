@@ -311,7 +311,8 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, 
                             f"{base_text}; its threads wait on each other: {threads} — a deadlock inside {v.label}")
             else:
                 row["kind"] = "stuck"
-                said.append(f"{v.label}{_member(v)} is stuck in {w.text()} (no CPU, no wake-up in the window) while "
+                code = f" `{v.line_of(w)}`" if v.line_of(w) else ""
+                said.append(f"{v.label}{_member(v)} is stuck in {w.text()}{code} (no CPU, no wake-up in the window) while "
                             f"{_ranks_text(majority)} wait in {base_text}")
         else:
             out["stragglers"] += 1

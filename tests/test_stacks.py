@@ -533,6 +533,8 @@ def test_idle_helper_threads_of_pythons_own_library_are_no_deadlock():
     [odd] = found["odd_ranks"]
     assert (odd["rank"], odd["kind"]) == ("rank 2", "stuck") and found["deadlocks"] == 0
     assert found["verdict"] == "stuck"
+    assert found["sentences"][0] == ("rank 2 is stuck in main at train.py:88 `time.sleep(3600)` (no CPU, no wake-up in "
+                                     "the window) while ranks 0, 1, 3 wait in sync_gradients at train.py:101 (all_reduce)")
 
 
 def test_two_jobs_on_one_machine_are_never_compared():
