@@ -179,7 +179,8 @@ def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int,
     records_list = list(records)
     recs = [r for r in records_list if r.get("kind") == "rank"]
     views = [_view(r, (member_of or {}).get(i)) for i, r in enumerate(recs)]
-    out = _analyze(recs, views)
+    window = max((float(r.get("window_s") or 0) for r in records_list if r.get("kind") == "result"), default=0.0)
+    out = _analyze(recs, views, window)
     helpers = [h for r in records_list if r.get("kind") == "result" for h in (r.get("helpers") or [])]
     if helpers:
         kinds = Counter(str(h.get("comm") or "?") for h in helpers)
@@ -205,7 +206,15 @@ def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int,
     return out
 
 
-def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, Any]:
+def _spinning(v: RankView, window: float) -> bool:
+    """Busy on CPU for most of the window and in the same place in every sample: a host thread
+    waiting on the GPU does exactly this (CUDA spins by default), and so does one long call.
+    CPU time alone says nothing about progress then."""
+    n, m = v.main_share
+    return bool(window) and v.cpu_s is not None and v.cpu_s >= 0.6 * window and m >= 2 and n == m
+
+
+def _analyze(recs: list[Mapping[str, Any]], views: list[RankView], window: float = 0.0) -> dict[str, Any]:
     """The fields the hang rules read (``ranks``, ``sampled``, ``stuck``, ``odd``, ``mismatch``,
     ``deadlocks``, ``stragglers``, ``healthy``, ``missing``, ``unreadable``), ``verdict``,
     ``sentences``, ``odd_ranks`` (label, file:line, function) and ``per_rank``."""
@@ -217,6 +226,7 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, 
     out: dict[str, Any] = {"ranks": len(views), "sampled": len(readable), "unreadable": len(unreadable),
                            "missing": missing, "stuck": sum(1 for v in readable if v.stuck), "odd": 0,
                            "mismatch": False, "deadlocks": 0, "stragglers": 0, "healthy": False, "verdict": "unknown",
+                           "compared": True,
                            "odd_ranks": [], "groups": [], "sentences": [],
                            "per_rank": [v.to_dict() for v in views]}
     said: list[str] = out["sentences"]
@@ -231,7 +241,7 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, 
         if r.get("job"):
             jobs.setdefault(str(r["job"]), []).append((r, v))
     if len(jobs) > 1:  # two jobs' ranks are never compared: which is odd would mean nothing
-        out.update(verdict="several-jobs", stuck=0, missing=0,
+        out.update(verdict="several-jobs", stuck=0, missing=0, compared=False,
                    jobs=[{"job": key, "ranks": [v.label for _r, v in members], "pids": [v.pid for _r, v in members]}
                          for key, members in jobs.items()])
         said.append(f"{len(jobs)} jobs run here; their ranks are not compared — "
@@ -250,6 +260,17 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, 
     odd = [v for g in ordered[1:] for v in g] if majority is not None else []
     out["odd"] = len(odd)
     moving = [v for v in readable if v.stuck is False]
+    spinning = [v for v in readable if _spinning(v, window)]
+    if all(v.stuck is False for v in readable) and 2 * len(spinning) >= len(readable):
+        # Moving by CPU only: neither healthy nor a straggler can be told from this window
+        out["verdict"], out["compared"] = "busy", False
+        places = Counter(v.main.text() for v in spinning if v.main)
+        said.append(f"{_ranks_text(spinning)} {'are' if len(spinning) > 1 else 'is'} busy in "
+                    + "; ".join(f"{where}" for where, _n in places.most_common(3))
+                    + f" in every sample, on CPU for most of the {window:.2f} s window: a thread waiting on the GPU "
+                    "spins like this (CUDA's default), so CPU time does not tell progress from a hang here — read "
+                    "again over a longer window (--param samples=20) or with the Flight Recorder (--hook)")
+        return out
     if all(v.stuck is False for v in readable):
         # Every rank moves: a straggler is one that is almost never in a collective while the
         # others mostly are (they wait for it); anything else is a job at work.

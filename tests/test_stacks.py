@@ -139,14 +139,15 @@ def project(tmp_path: Path, extra: str = "") -> Path:
 # ------------------------------------------------------------------ the reading, on shaped records
 
 def _rank(rank: int, main: list, *, stuck: bool = True, loader: list | None = None, code: dict | None = None,
-          samples: int = 3) -> dict:
+          samples: int = 3, cpu: float | None = None) -> dict:
     pid = 1000 + rank
     threads = [{"tid": pid, "name": "MainThread", "frames": main}]
     if loader is not None:
         threads.append({"tid": pid + 1, "name": "loader", "frames": loader})
     return {"kind": "rank", "pid": pid, "rank": str(rank), "world_size": "4", "samples": [threads] * samples,
             "code": code or {},
-            "tasks": [{"tid": pid, "state": "S", "cpu_s": 0.0 if stuck else 0.02, "switches": 0 if stuck else 9}]}
+            "tasks": [{"tid": pid, "state": "S", "cpu_s": cpu if cpu is not None else 0.0 if stuck else 0.02,
+                       "switches": 0 if stuck else 9}]}
 
 
 AR = ["all_reduce", "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 3252]
@@ -546,7 +547,8 @@ def test_two_jobs_on_one_machine_are_never_compared():
     old = [{**_rank(r, sync), "job": "1f2e", "pid": 500 + r} for r in range(4)]
     new = [{**_rank(r, other if r == 2 else sync), "job": "9c0d"} for r in range(4)]
     found = analyze_stacks(old + new)
-    assert (found["verdict"], found["stuck"], found["odd"], found["mismatch"]) == ("several-jobs", 0, 0, False)
+    assert (found["verdict"], found["stuck"], found["odd"], found["mismatch"], found["compared"]) == (
+        "several-jobs", 0, 0, False, False)
     assert [j["job"] for j in found["jobs"]] == ["1f2e", "9c0d"]
     assert found["sentences"][-1] == ("2 jobs run here; their ranks are not compared — job 1f2e: ranks 0, 1, 2, 3 "
                                       "(pid 500, 501, 502, 503); job 9c0d: ranks 0, 1, 2, 3 (pid 1000, 1001, 1002, "
@@ -563,6 +565,7 @@ def test_two_real_jobs_are_named_apart_and_one_is_read_with_its_job_param(tmp_pa
     assert both["verdict"] == "several-jobs", both["sentences"]
     by_pids = {frozenset(j["pids"]): j["job"] for j in both["jobs"]}
     assert set(by_pids) == {frozenset(stale.pids.values()), frozenset(fresh.pids.values())}
+    assert set(verdicts(run_stacks(d, "--target", "local")).values()) == {"inconclusive"}  # nothing read into it
     key = by_pids[frozenset(fresh.pids.values())]
     data = run_stacks(d, "--target", "local", "--param", f"job={key}")
     found = result(data)
@@ -589,3 +592,25 @@ def test_the_ranks_table_shows_each_ranks_flight_recorder_where_it_was_read():
     assert "in all_reduce #4 on group 0 " in rows["rank 0"] and "unread" in rows["rank 3"]
     plain = ranks_table(analyze_stacks([_rank(r, sync) for r in range(4)])).plain
     assert "flight recorder" not in plain
+
+
+def test_ranks_busy_on_cpu_in_one_place_in_every_sample_are_not_called_healthy():
+    """A GPU rank whose host thread waits on the device spins (CUDA's default): CPU busy, the
+    stack in one place in every sample — as in a hang behind a stuck collective, and as in one
+    long call. Neither healthy nor a straggler is said, and no hang hypothesis is refuted."""
+    from sleuth.hypotheses import load_catalog
+
+    item = [["_local_scalar_dense", "/v/lib/python3.11/site-packages/torch/_tensor.py", 40],
+            ["train_step", "/job/train.py", 120]]
+    result = {"kind": "result", "window_s": 0.84}
+    busy = analyze_stacks([_rank(r, item, stuck=False, cpu=0.8, samples=5) for r in range(4)] + [result])
+    assert (busy["verdict"], busy["healthy"], busy["compared"], busy["stragglers"]) == ("busy", False, False, 0)
+    assert busy["sentences"][0].startswith("ranks 0, 1, 2, 3 are busy in train_step at train.py:120 in every sample, on "
+                                           "CPU for most of the 0.84 s window: a thread waiting on the GPU spins")
+    catalog = load_catalog()
+    for h in ("hang", "collective-mismatch", "deadlock", "straggler"):
+        [link] = [p for p in catalog.hypotheses[h].probes if p.probe == "stacks"]
+        assert not link.refutes.evaluate(busy) and not link.supports.evaluate(busy), h
+    # the same ranks light on CPU (a loop that sleeps and wakes) are a job at work
+    light = analyze_stacks([_rank(r, item, stuck=False, samples=5) for r in range(4)] + [result])
+    assert light["verdict"] == "healthy"

@@ -21,7 +21,7 @@ PROBE = {
                "most": 256, "via": "auto", "flight_recorder": True, "job": ""},
     "reports": ["processes", "ranks", "sampled", "denied", "unanswered", "window_s", "stuck", "odd", "mismatch",
                 "deadlocks", "stragglers", "healthy", "missing", "verdict", "odd_ranks", "sentences",
-                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers", "jobs"],
+                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers", "jobs", "compared"],
     "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
 }
 
