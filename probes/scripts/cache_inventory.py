@@ -37,23 +37,18 @@ def user():
 
 
 def torch_install():
-    """The installed torch: its folder, when version.py was written, its version and commit."""
+    """The installed torch: its folder, when version.py was written, and the version and commit
+    the prelude's state read recorded for that install (its list of installs seen)."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
     folder = list(spec.submodule_search_locations)[0]
-    path = os.path.join(folder, "version.py")
     try:
-        installed = os.stat(path).st_mtime
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read(65536)
+        installed = os.stat(os.path.join(folder, "version.py")).st_mtime
     except OSError:
         return None
-    found = {"dir": folder, "installed": installed}
-    for key, name in (("__version__", "version"), ("git_version", "git")):
-        m = re.search(r"^" + re.escape(key) + r"\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
-        found[name] = m.group(1) if m else None
-    return found
+    seen = next((e for e in installs_seen() if e.get("dir") == folder and e["installed"] == installed), {})
+    return {"dir": folder, "installed": installed, "version": seen.get("version"), "git": seen.get("git")}
 
 
 def installs_seen():
@@ -91,6 +86,8 @@ def judge_keys(files, newest, now):
         return None, None, (f"every entry is older than this torch's install ({when(now['installed'])}) and sleuth saw no "
                             "earlier install here: which build wrote them is not known (an identical reinstall keeps "
                             "the keys; another version or build does not)")
+    if now.get("version") is None:  # this install's build was not recorded (a read-only home)
+        return None, None, "which torch build is installed now was not recorded: whether the keys match is not known"
     prev = max(earlier, key=lambda e: e["installed"])
     same = (prev.get("version"), prev.get("git")) == (now.get("version"), now.get("git"))
     if same:
