@@ -268,7 +268,7 @@ def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, faul
         assert said[0].startswith(f"rank 3 is in load_batch at hang_job.py:{SLOW} in ")
     else:
         assert found["healthy"] and v == {"hang": "refutes", "collective-mismatch": "refutes", "deadlock": "refutes",
-                                          "straggler": "refutes"}, v
+                                          "straggler": "refutes"}, (v, found["sentences"], found["per_rank"])
         assert said[0].startswith("healthy: all 4 ranks move")
     if fault == "mismatch":  # the UI's ranks × frames view and the postmortem's Hang section
         import asyncio
