@@ -10,6 +10,7 @@ no CPU and no context switch over the window is stuck; one that moved is at most
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -25,7 +26,30 @@ COLLECTIVES = frozenset({
     "batch_isend_irecv", "wait", "_wait",
 })
 _LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python\d+(\.\d+)?/|^<")
-_LOCKISH = re.compile(r"\bwith\b.*(lock|Lock|mutex|cond|sem)|\.acquire\(|\.wait\(|\.join\(|\.get\(|\bLock\b")
+# the frameworks whose training loop lives in site-packages: named beside the job's own frame
+_FRAMEWORK = re.compile(r"/(?:site|dist)-packages/(lightning_fabric|pytorch_lightning|lightning|transformers|accelerate"
+                        r"|deepspeed)/")
+# a thread of the job's own code waiting on another: Python's lock and wait functions innermost,
+# or a `with lock:` / `.acquire(` line (C-level acquire shows no Python frame); not str.join,
+# dict.get, or a torch Work's .wait() (a collective, read as one)
+_WAIT_FUNCS = re.compile(r"^(?:wait|acquire|join|get|put|_wait_for_tstate_lock|recv|recv_bytes|poll)$")
+_WAIT_FILES = re.compile(r"/threading\.py$|/queue\.py$|/multiprocessing/(synchronize|queues|connection)\.py$")
+_LOCK_LINE = re.compile(r"^\s*(?:async\s+)?with\s+[\w.\[\]]*(?:lock|Lock|LOCK|mutex|Mutex|MUTEX|cond|Cond|COND|sem|Sem|SEM)"
+                        r"[\w.\[\]()]*\s*:|\.acquire\(")
+# a rank waiting in C++, by its innermost native frames (py-spy --native): a collective (DDP's
+# reducer, a ProcessGroup's work), the rendezvous store, or the GPU
+_NATIVE_WAITS = [
+    ("collective", "the DDP reducer's gradient all_reduce", re.compile(r"^c10d::Reducer::")),
+    ("collective", "a ProcessGroup work wait", re.compile(
+        r"^c10d::(?:ProcessGroup\w*::)?(?:Work\w*::)?(?:wait|synchronize\w*|Wait\w*)$|^c10d::.*Work\w*::wait|"
+        r"^c10d::ProcessGroupGloo::|^gloo::|^nccl\w+$|^c10d::ProcessGroupNCCL::")),
+    ("store", "the rendezvous store (a store-based barrier or rendezvous)", re.compile(
+        r"^c10d::(?:TCPStore|PrefixStore|FileStore|HashStore|detail::TCPClient|Store)\b")),
+    ("gpu", "cuda sync: the host thread waits on the GPU", re.compile(
+        r"^cu(?:da)?(?:Stream|Event|Ctx|Device)Synchronize|^c10::cuda::.*[sS]ynchron|^at::native::_local_scalar_dense_cuda|"
+        r"^cudaMemcpy(?:Async)?$|^cuMemcpy")),
+]
+STRONG = 0.01  # the project's strength (hypotheses/verification.py): a chance below it is strong
 
 
 def is_library(path: str | None) -> bool:
@@ -39,15 +63,17 @@ def _short(path: str) -> str:
 
 @dataclass(frozen=True)
 class Where:
-    """The innermost frame of the job's own code in a thread, and the collective below it."""
+    """The innermost frame of the job's own code in a thread, the collective below it, and the
+    innermost frame of all (where ranks that share the job's frame may still differ)."""
 
     function: str
     file: str
     line: int
     collective: str | None = None
+    top: tuple[str, str, int] | None = None  # the innermost frame, where it is not the job's own
 
-    def key(self) -> tuple[str, str, int, str | None]:
-        return (self.function, self.file, self.line, self.collective)
+    def key(self) -> tuple:
+        return (self.function, self.file, self.line, self.collective, self.top)
 
     def text(self) -> str:
         said = f"{self.function} at {_short(self.file)}:{self.line}"
@@ -56,23 +82,56 @@ class Where:
         return said
 
 
+def _python_frames(frames: list[list[Any]]) -> list[list[Any]]:
+    return [f for f in frames if f[2] not in (0, None) or str(f[1] or "").endswith(".py") or str(f[1]).startswith("<")]
+
+
 def _where(frames: list[list[Any]]) -> Where | None:
+    frames = _python_frames(frames)
     collective = None
-    for name, path, line in frames:  # innermost first
+    for i, (name, path, line) in enumerate(frames):  # innermost first
         short = str(name).rsplit(".", 1)[-1]
         if collective is None and path and "torch/distributed/" in str(path) and short in COLLECTIVES:
             collective = short
         if not is_library(path):
-            return Where(str(name), str(path), int(line or 0), collective)
+            top = (str(frames[0][0]), str(frames[0][1]), int(frames[0][2] or 0)) if i else None
+            return Where(str(name), str(path), int(line or 0), collective, top)
     if frames:  # only library frames: say the innermost one
         name, path, line = frames[0]
         return Where(str(name), str(path or "?"), int(line or 0), collective)
     return None
 
 
+def framework_frame(frames: list[list[Any]]) -> dict[str, Any] | None:
+    """The innermost frame of a training framework (Lightning, transformers, accelerate,
+    DeepSpeed): where the loop that called the job's code waits."""
+    for name, path, line in _python_frames(frames):
+        m = _FRAMEWORK.search(str(path or ""))
+        if m:
+            return {"package": m.group(1), "function": str(name), "file": str(path), "line": int(line or 0)}
+    return None
+
+
+def native_wait(frames: list[list[Any]]) -> dict[str, Any] | None:
+    """What a thread waits in below Python, from its native frames innermost first (up to the
+    first Python frame): a collective, the store, the GPU; None when it is none of these."""
+    for name, path, line in frames:
+        if line not in (0, None) or str(path or "").endswith(".py"):
+            break  # the Python frames: what is below them was read
+        for kind, what, pattern in _NATIVE_WAITS:
+            if pattern.search(str(name)):
+                return {"kind": kind, "frame": str(name)[:120], "what": what}
+    return None
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(0, k + 1))
+
+
 @dataclass
 class RankView:
-    label: str  # "rank 2", or "pid 4711" when the process has no RANK
+    label: str  # "rank 2", or "pid 4711" when the process has no rank
     pid: int
     member: str | None
     main: Where | None = None  # the main thread's usual place
@@ -84,28 +143,72 @@ class RankView:
     error: str | None = None  # why no stack was read
     code: dict[str, str | None] = field(default_factory=dict)
     in_collective_share: float = 0.0  # of the samples read, how many found the main thread in a collective
+    in_collective: tuple[int, int] = (0, 0)  # samples with the main thread in a collective, samples read
+    state: str | None = None  # the main thread's /proc state at the end of the window
+    states: dict[str, int] = field(default_factory=dict)  # the main thread's states over the window's reads
+    wchan: str | None = None
+    tracer: int | None = None
+    tracer_comm: str | None = None
+    wait: dict[str, Any] | None = None  # the native wait (py-spy --native), when read
+    native_read: bool = False
+    framework: dict[str, Any] | None = None
+    places: int = 0  # distinct places of the main thread over the samples
 
-    def in_collective(self) -> bool:
-        return any(w is not None and w.collective for w, _n, _m in self.threads.values())
+    def in_a_collective(self) -> bool:
+        return any(w is not None and w.collective for w, _n, _m in self.threads.values()) or \
+            bool(self.wait and self.wait["kind"] == "collective")
 
     def signature(self) -> tuple:
-        """Where this rank waits: its main thread's place, and every thread's that is in a collective."""
+        """Where this rank waits: its main thread's place and native wait, and every thread's
+        that is in a collective."""
         others = sorted((name, w.key()) for name, (w, _n, _m) in self.threads.items()
                         if w is not None and w.collective and name != "MainThread")
-        return (self.main.key() if self.main else None, tuple(others))
+        native = (self.wait or {}).get("frame") if self.native_read else "?"
+        return (self.main.key() if self.main else None, native, tuple(others))
 
     def line_of(self, w: Where) -> str | None:
         return self.code.get(f"{w.file}:{w.line}")
+
+    def reads(self) -> int:
+        return sum(self.states.values())
+
+    def stopped(self) -> bool:
+        """Stopped (T) or stopped by a tracer (t) in every read of the window."""
+        n = self.reads()
+        return bool(n) and self.states.get("T", 0) + self.states.get("t", 0) == n if self.states else \
+            self.state in ("T", "t")
+
+    def dead(self) -> bool:
+        return self.state in ("Z", "X") or bool(self.states) and self.states.get("Z", 0) + self.states.get("gone", 0) \
+            == self.reads()
+
+    def in_kernel(self) -> bool:
+        """Uninterruptible (D) in every read: waiting on the kernel (a disk, NFS, a driver)."""
+        return bool(self.states) and self.states.get("D", 0) == self.reads()
+
+    def state_text(self) -> str:
+        if self.dead():
+            return "dead (Z: it exited, its parent has not reaped it)"
+        if self.stopped():
+            if self.tracer:
+                return f"traced (t) by pid {self.tracer}" + (f" ({self.tracer_comm})" if self.tracer_comm else "")
+            return "stopped (T: a stop signal, job control or a debugger left it stopped)"
+        if self.in_kernel():
+            return f"in uninterruptible sleep (D) in {self.wchan or 'the kernel'}"
+        return {"R": "running", "S": "sleeping", "D": "in the kernel (D)", "T": "stopped", "t": "traced"}.get(
+            self.state or "", self.state or "?")
 
     def to_dict(self) -> dict[str, Any]:
         def place(w: Where | None) -> dict[str, Any] | None:
             if w is None:
                 return None
             return {"function": w.function, "file": w.file, "line": w.line, "collective": w.collective,
-                    "code": self.line_of(w)}
+                    "code": self.line_of(w), "innermost": list(w.top) if w.top else None}
         return {"label": self.label, "pid": self.pid, "member": self.member, "stuck": self.stuck, "cpu_s": self.cpu_s,
                 "switches": self.switches, "error": self.error, "main": place(self.main),
-                "main_samples": list(self.main_share),
+                "main_samples": list(self.main_share), "state": self.state, "states": dict(self.states),
+                "wchan": self.wchan, "tracer": self.tracer, "native_wait": self.wait,
+                "native_read": self.native_read, "framework": self.framework,
                 "threads": {n: {"where": place(w), "samples": [k, m]} for n, (w, k, m) in self.threads.items()}}
 
 
@@ -118,6 +221,11 @@ def _is_sleuth_thread(t: Mapping[str, Any]) -> bool:
 
 def _label(rec: Mapping[str, Any]) -> str:
     return f"rank {rec['rank']}" if rec.get("rank") not in (None, "") else f"pid {rec['pid']}"
+
+
+def _main_thread(threads: list[Mapping[str, Any]], pid: int) -> Mapping[str, Any] | None:
+    return next((t for t in threads if t.get("tid") == pid), None) or \
+        next((t for t in threads if t.get("name") == "MainThread"), None)
 
 
 def _view(rec: Mapping[str, Any], member: str | None) -> RankView:
@@ -137,26 +245,47 @@ def _view(rec: Mapping[str, Any], member: str | None) -> RankView:
             if t.get("tid") is not None:
                 tids[name] = int(t["tid"])
             places.setdefault(name, Counter())[_where(t.get("frames") or [])] += 1
+        main_t = _main_thread(sample, view.pid)
+        if main_t is not None and view.framework is None:
+            view.framework = framework_frame(main_t.get("frames") or [])
     if rec.get("denied"):
         view.error = f"stacks not readable: {rec['denied']}"
     for name, counts in places.items():
         w, n = counts.most_common(1)[0]
         view.threads[name] = (w, n, reads)
     main = view.threads.get("MainThread")
+    main_name = "MainThread" if main is not None else None
     if main is None and tids:  # the thread whose id is the process's
         for name, tid in tids.items():
             if tid == view.pid:
-                main = view.threads.get(name)
+                main, main_name = view.threads.get(name), name
+    nat = rec.get("native") or {}
+    if isinstance(nat.get("threads"), list):
+        view.native_read = True
+        main_t = _main_thread(nat["threads"], view.pid)
+        if main_t is not None:
+            view.wait = native_wait(main_t.get("frames") or [])
+            view.framework = view.framework or framework_frame(main_t.get("frames") or [])
     if main is not None:
-        view.main, view.main_share = main[0], (main[1], main[2])
-        name = next((n for n, t in view.threads.items() if t is main), None)
-        counts = places.get(name or "", Counter())
-        view.in_collective_share = sum(k for w, k in counts.items() if w is not None and w.collective) / max(1, reads)
+        counts = places.get(main_name or "", Counter())
+        w, n, m = main
+        if w is not None and not w.collective and view.wait and view.wait["kind"] == "collective":
+            w = Where(w.function, w.file, w.line, "DDP reducer" if "Reducer" in view.wait["frame"] else "collective", w.top)
+        view.main, view.main_share = w, (n, m)
+        view.places = len(counts)
+        k = sum(c for p, c in counts.items() if p is not None and p.collective)
+        view.in_collective = (k, reads)
+        view.in_collective_share = k / max(1, reads)
+    view.states = {str(k): int(v) for k, v in (rec.get("states") or {}).items()}
+    view.tracer, view.tracer_comm = rec.get("tracer"), rec.get("tracer_comm")
     for task in rec.get("tasks") or []:
         if int(task.get("tid", -1)) == view.pid:
             view.cpu_s, view.switches = task.get("cpu_s"), task.get("switches")
+            view.state, view.wchan = task.get("state"), task.get("wchan")
             if view.cpu_s is not None and view.switches is not None:
                 view.stuck = view.cpu_s == 0 and view.switches == 0 and task.get("state") != "R"
+    if view.stopped() or view.dead():
+        view.stuck = True  # it makes no progress whatever its counters say
     return view
 
 
@@ -172,14 +301,33 @@ def _member(v: RankView) -> str:
     return f" on {v.member}" if v.member else ""
 
 
-def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int, str] | None = None) -> dict[str, Any]:
+def _where_text(v: RankView) -> str:
+    """Where a rank's main thread is: the job's frame (its line of code), the framework frame
+    and the native wait below it."""
+    if v.main is None:
+        return "?"
+    said = v.main.text()
+    if v.line_of(v.main):
+        said += f" `{v.line_of(v.main)}`"
+    if v.framework:
+        f = v.framework
+        said += f", under {f['package']}'s {f['function']} ({_short(f['file'])}:{f['line']})"
+    if v.wait:
+        said += f", in {v.wait['frame']} ({v.wait['what']})"
+    return said
+
+
+def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int, str] | None = None,
+                   window: float | None = None) -> dict[str, Any]:
     """What :func:`_analyze` reads from the stacks, with the Flight Recorder's reading after it
     (``flight_recorder``, ``fr_behind``, ``fr_mismatch``, ``fr_agrees``; its sentences follow the
-    stacks' own, and whether it names the same ranks)."""
+    stacks' own, and whether it names the same ranks). *window* is the sampling window's length
+    where the records carry no result (a fleet's members)."""
     records_list = list(records)
     recs = [r for r in records_list if r.get("kind") == "rank"]
     views = [_view(r, (member_of or {}).get(i)) for i, r in enumerate(recs)]
-    window = max((float(r.get("window_s") or 0) for r in records_list if r.get("kind") == "result"), default=0.0)
+    if window is None:
+        window = max((float(r.get("window_s") or 0) for r in records_list if r.get("kind") == "result"), default=0.0)
     out = _analyze(recs, views, window)
     helpers = [h for r in records_list if r.get("kind") == "result" for h in (r.get("helpers") or [])]
     if helpers:
@@ -203,6 +351,8 @@ def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int,
             "read both before acting")
     else:
         out["fr_agrees"] = None
+    if fr["fr_behind"] or fr["fr_mismatch"]:
+        out["agreed"] = False
     return out
 
 
@@ -214,144 +364,309 @@ def _spinning(v: RankView, window: float) -> bool:
     return bool(window) and v.cpu_s is not None and v.cpu_s >= 0.6 * window and m >= 2 and n == m
 
 
-def _analyze(recs: list[Mapping[str, Any]], views: list[RankView], window: float = 0.0) -> dict[str, Any]:
-    """The fields the hang rules read (``ranks``, ``sampled``, ``stuck``, ``odd``, ``mismatch``,
-    ``deadlocks``, ``stragglers``, ``healthy``, ``missing``, ``unreadable``), ``verdict``,
-    ``sentences``, ``odd_ranks`` (label, file:line, function) and ``per_rank``."""
-    readable = [v for v in views if v.main is not None]
-    unreadable = [v for v in views if v.main is None]
+def _fresh(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, Any]:
+    return {"ranks": len(views), "sampled": sum(1 for v in views if v.main is not None),
+            "unreadable": sum(1 for v in views if v.main is None), "missing": 0, "stuck": 0, "stopped": 0, "odd": 0,
+            "mismatch": False, "deadlocks": 0, "stragglers": 0, "healthy": False, "verdict": "unknown",
+            "compared": True, "agreed": False, "straggler_tested": False, "odd_ranks": [], "groups": [],
+            "sentences": [], "per_rank": [v.to_dict() for v in views]}
+
+
+def _missing(recs: list[Mapping[str, Any]], out: dict[str, Any]) -> None:
+    """The world's ranks not found here: elsewhere (another node) only when this machine's
+    ranks do not make up the world."""
     world = max((int(r["world_size"]) for r in recs if str(r.get("world_size") or "").isdigit()), default=0)
-    ranks_found = {str(r.get("rank")) for r in recs if r.get("rank") not in (None, "")}
-    missing = max(0, world - len(ranks_found)) if world else 0
-    out: dict[str, Any] = {"ranks": len(views), "sampled": len(readable), "unreadable": len(unreadable),
-                           "missing": missing, "stuck": sum(1 for v in readable if v.stuck), "odd": 0,
-                           "mismatch": False, "deadlocks": 0, "stragglers": 0, "healthy": False, "verdict": "unknown",
-                           "compared": True,
-                           "odd_ranks": [], "groups": [], "sentences": [],
-                           "per_rank": [v.to_dict() for v in views]}
-    said: list[str] = out["sentences"]
-    for v in unreadable:
-        pid = "" if v.label.startswith("pid ") else f" (pid {v.pid})"
-        said.append(f"{v.label}{_member(v)}{pid}: no stacks — {v.error or 'nothing was read'}")
+    found = {str(r.get("rank")) for r in recs if r.get("rank") not in (None, "")}
+    missing = max(0, world - len(found)) if world else 0
+    out["missing"] = missing
     if missing:
-        said.append(f"world size {world}, {len(ranks_found)} ranks found here: {missing} "
-                    f"{'is' if missing == 1 else 'are'} elsewhere (another node: run stacks on the fleet)")
-    jobs: dict[str, list[tuple[Mapping[str, Any], RankView]]] = {}
+        out["sentences"].append(f"world size {world}, {len(found)} ranks found here: {missing} "
+                                f"{'is' if missing == 1 else 'are'} elsewhere (another node: run stacks on the fleet)")
+
+
+def _several_jobs(recs: list[Mapping[str, Any]], views: list[RankView], out: dict[str, Any]) -> bool:
+    jobs: dict[str, list[RankView]] = {}
     for r, v in zip(recs, views):
         if r.get("job"):
-            jobs.setdefault(str(r["job"]), []).append((r, v))
-    if len(jobs) > 1:  # two jobs' ranks are never compared: which is odd would mean nothing
-        out.update(verdict="several-jobs", stuck=0, missing=0, compared=False,
-                   jobs=[{"job": key, "ranks": [v.label for _r, v in members], "pids": [v.pid for _r, v in members]}
-                         for key, members in jobs.items()])
-        said.append(f"{len(jobs)} jobs run here; their ranks are not compared — "
-                    + "; ".join(f"job {key}: {_ranks_text([v for _r, v in members])} (pid "
-                                + ", ".join(str(v.pid) for _r, v in members) + ")" for key, members in jobs.items())
-                    + f". Read one job: --param job={next(iter(jobs))}")
-        return out
-    if not readable:
-        return out
+            jobs.setdefault(str(r["job"]), []).append(v)
+    if len(jobs) < 2:
+        return False
+    out.update(verdict="several-jobs", stuck=0, missing=0, compared=False,
+               jobs=[{"job": key, "ranks": [v.label for v in members], "pids": [v.pid for v in members]}
+                     for key, members in jobs.items()])
+    out["sentences"].append(f"{len(jobs)} jobs run here; their ranks are not compared — "
+                            + "; ".join(f"job {key}: {_ranks_text(members)} (pid "
+                                        + ", ".join(str(v.pid) for v in members) + ")" for key, members in jobs.items())
+                            + f". Read one job: --param job={next(iter(jobs))}")
+    return True
+
+
+def _odd_row(v: RankView, kind: str) -> dict[str, Any]:
+    w = v.main
+    return {"rank": v.label, "member": v.member, "function": w.function if w else None, "file": w.file if w else None,
+            "line": w.line if w else None, "collective": w.collective if w else None,
+            "code": v.line_of(w) if w else None, "stuck": v.stuck, "kind": kind, "state": v.state,
+            "native_wait": v.wait, "framework": v.framework}
+
+
+def _others_wait_text(others: list[RankView]) -> str:
+    places = Counter(_where_text(v) for v in others)
+    return "; ".join(f"{_ranks_text([v for v in others if _where_text(v) == p])} "
+                     f"{'wait' if n > 1 else 'waits'} in {p}" for p, n in places.most_common(3))
+
+
+def _stopped_reading(readable: list[RankView], views: list[RankView], out: dict[str, Any]) -> bool:
+    """A rank stopped (T, or traced), dead (Z) or in the kernel (D) all window: the odd rank,
+    whatever its frames say — the others wait for it."""
+    held = [v for v in views if v.stopped() or v.dead() or v.in_kernel()]
+    if not held:
+        return False
+    out["stopped"] = len(held)
+    out["stuck"] = sum(1 for v in readable if v.stuck) + sum(1 for v in held if v not in readable)
+    others = [v for v in readable if v not in held]
+    for v in held:
+        kind = "dead" if v.dead() else "stopped" if v.stopped() else "kernel"
+        out["odd_ranks"].append(_odd_row(v, kind))
+        where = f" in {_where_text(v)}" if v.main else ""
+        tail = f"; {_others_wait_text(others)}: they wait for it" if others else ""
+        out["sentences"].append(f"{v.label}{_member(v)} is {v.state_text()}{where}{tail}")
+    out["odd"] = len(held)
+    if not others:
+        out["sentences"].append(f"all {len(held)} ranks are held ({', '.join(sorted({v.state_text() for v in held}))}): "
+                                "the job was stopped from outside (job control, a freezer cgroup, a debugger)")
+    out["verdict"] = "stopped" if any(r["kind"] == "stopped" for r in out["odd_ranks"]) else out["odd_ranks"][0]["kind"]
+    return True
+
+
+def _busy_reading(readable: list[RankView], window: float, out: dict[str, Any]) -> bool:
+    spinning = [v for v in readable if _spinning(v, window)]
+    if not (all(v.stuck is False for v in readable) and 2 * len(spinning) >= len(readable)):
+        return False
+    # Moving by CPU only: neither healthy nor a straggler can be told from this window
+    out["verdict"], out["compared"] = "busy", False
+    places = Counter(v.main.text() for v in spinning if v.main)
+    waits = {v.wait["what"] for v in spinning if v.wait}
+    out["sentences"].append(
+        f"{_ranks_text(spinning)} {'are' if len(spinning) > 1 else 'is'} busy in "
+        + "; ".join(f"{where}" for where, _n in places.most_common(3))
+        + (f" ({', '.join(sorted(waits))})" if waits else "")
+        + f" in every sample, on CPU for most of the {window:.2f} s window: a thread waiting on the GPU "
+        "spins like this (CUDA's default), so CPU time does not tell progress from a hang here — read "
+        "again over a longer window (--param samples=20) or with the Flight Recorder (--hook)")
+    return True
+
+
+def _polling_reading(readable: list[RankView], out: dict[str, Any]) -> bool:
+    """Every rank awake but in a collective (or the store) in every sample: they poll one wait
+    (blocking-wait modes, store-based barriers) and none was seen leave it — not healthy."""
+    def held(v: RankView) -> bool:
+        k, m = v.in_collective
+        return (m > 0 and k == m) or (v.places == 1 and bool(v.wait) and v.wait["kind"] in ("collective", "store"))
+    if not readable or not all(held(v) for v in readable):
+        return False
+    out["verdict"], out["compared"] = "waiting", False
+    out["sentences"].append(
+        f"all {len(readable)} ranks wait in a collective in every sample, awake: {_others_wait_text(readable)} — "
+        "none was seen outside it, so this is not a job at work; a rank outside this set, the transport, or a "
+        "collective longer than the window. Read again over a longer window (--param samples=20) or with the Flight "
+        "Recorder (--hook) to tell which")
+    return True
+
+
+def _straggler_test(readable: list[RankView]) -> tuple[list[tuple[RankView, str]], bool]:
+    """Ranks that wait far less than the others (the others wait for them), each with its
+    strength: by the main thread's /proc state over the window's reads (waiting = S or D; a
+    rank that computes, is throttled or is stopped now and then is R or T), and by the share of
+    py-spy samples in a collective. A rank is named where the chance of so few waits, had it
+    waited like the others (their rate by Laplace's rule), is below the project's strength
+    (0.01) over the number of ranks and tests. Reads are thinned to one per ~50 ms so that
+    neighbouring reads of one phase are not counted as independent. Returns the named ranks
+    with the sentence part, and whether the test could have named one at all."""
+    tests = 2 * max(1, len(readable))
+    cut = STRONG / tests
+    named: list[tuple[RankView, str]] = []
+    powered = False
+    for v in readable:
+        others = [o for o in readable if o is not v]
+        if not others:
+            continue
+        found: list[str] = []
+        # by state reads
+        n = v.reads() // 5
+        if n:
+            waits = (v.states.get("S", 0) + v.states.get("D", 0)) // 5
+            o_w = sum(o.states.get("S", 0) + o.states.get("D", 0) for o in others) // 5
+            o_n = sum(o.reads() for o in others) // 5
+            rate = (o_w + 1) / (o_n + 2)
+            if (1 - rate) ** n < cut:
+                powered = True
+            chance = _binom_cdf(waits, n, rate)
+            if chance < cut and waits / n < rate:
+                stopped = v.states.get("T", 0) + v.states.get("t", 0)
+                found.append(f"waiting in {waits} of {n} reads of its state against {o_w} of {o_n} for the others"
+                             + (f", stopped (T) in {stopped} of {v.reads()} reads: stopped and continued from outside"
+                                if stopped else "")
+                             + f"; chance {chance:.1e} if it waited like them")
+        k, m = v.in_collective
+        if m:
+            o_k = sum(o.in_collective[0] for o in others)
+            o_m = sum(o.in_collective[1] for o in others)
+            rate = (o_k + 1) / (o_m + 2)
+            if (1 - rate) ** m < cut:
+                powered = True
+            chance = _binom_cdf(k, m, rate)
+            if chance < cut and k / m < rate:
+                found.append(f"in a collective in {k} of {m} samples against {o_k} of {o_m} for the others; "
+                             f"chance {chance:.1e}")
+        if found:
+            named.append((v, "; ".join(found)))
+    return named, powered
+
+
+def _moving_reading(readable: list[RankView], window: float, out: dict[str, Any]) -> None:
+    named, powered = _straggler_test(readable)
+    out["straggler_tested"] = powered or bool(named)
+    if named and len(named) < len(readable):
+        waiting = [v for v in readable if v not in {id(x) for x, _ in named} and all(v is not x for x, _ in named)]
+        for v, why in named:
+            n, m = v.main_share
+            out["stragglers"] += 1
+            out["odd_ranks"].append({**_odd_row(v, "straggler"), "stuck": False, "strength": why})
+            share = f", {v.cpu_s / window:.0%} CPU" if v.cpu_s is not None and window else ""
+            out["sentences"].append(
+                f"{v.label}{_member(v)} is a straggler: moving (CPU {v.cpu_s or 0:.2f} s{share}, {v.switches or 0} "
+                f"wake-ups), most often in {_where_text(v)} ({n} of {m} samples), {why}; {_others_wait_text(waiting)}: "
+                "it holds the others back")
+        out["odd"], out["verdict"] = len(named), "straggler"
+        return
+    out["healthy"], out["verdict"], out["odd"] = True, "healthy", 0
+    groups = Counter(v.main.text() for v in readable if v.main)
+    out["sentences"].append(f"healthy: all {len(readable)} ranks move (each main thread used CPU or woke in the window, "
+                            "and was seen outside a collective)"
+                            + (f"; most often in {groups.most_common(1)[0][0]}" if groups else ""))
+    if not out["straggler_tested"]:
+        out["sentences"].append("not enough samples to tell a straggler from this window: none is ruled out — read "
+                                "again with more samples (--param samples=20)")
+
+
+def _deadlocked_threads(v: RankView, raw: Mapping[str, Any]) -> list[tuple[str, Where]]:
+    """The job's own threads of rank *v* that wait on a lock, an event or a join: Python's wait
+    functions innermost (the frame below the job's), or a `with lock:` / `.acquire(` line."""
+    waiting: list[tuple[str, Where]] = []
+    inner: dict[str, list[Any]] = {}
+    for sample in (raw.get("samples") or [])[-1:]:
+        if isinstance(sample, list):
+            for t in sample:
+                frames = _python_frames(t.get("frames") or [])
+                if frames:
+                    inner[str(t.get("name") or t.get("tid"))] = frames
+    for name, (tw, _k, _m) in v.threads.items():
+        if tw is None or is_library(tw.file):
+            continue
+        frames = inner.get(name) or []
+        below = [f for f in frames if f[1] != tw.file or f[2] != tw.line]
+        top = frames[0] if frames else None
+        waits_in_lib = bool(top and _WAIT_FILES.search(str(top[1])) and
+                            _WAIT_FUNCS.search(str(top[0]).rsplit(".", 1)[-1]))
+        if (below and waits_in_lib) or _LOCK_LINE.search(v.line_of(tw) or ""):
+            waiting.append((name, tw))
+    return waiting
+
+
+def _stuck_reading(recs: list[Mapping[str, Any]], readable: list[RankView], out: dict[str, Any]) -> None:
+    said: list[str] = out["sentences"]
+    out["stuck"] = sum(1 for v in readable if v.stuck)
     groups: dict[tuple, list[RankView]] = {}
     for v in readable:
         groups.setdefault(v.signature(), []).append(v)
     ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].label))
-    out["groups"] = [{"ranks": [v.label for v in g], "where": g[0].main.text() if g[0].main else None} for g in ordered]
+    out["groups"] = [{"ranks": [v.label for v in g], "where": _where_text(g[0])} for g in ordered]
     majority = ordered[0] if len(ordered) == 1 or len(ordered[0]) > len(ordered[1]) else None
-    odd = [v for g in ordered[1:] for v in g] if majority is not None else []
-    out["odd"] = len(odd)
-    moving = [v for v in readable if v.stuck is False]
-    spinning = [v for v in readable if _spinning(v, window)]
-    if all(v.stuck is False for v in readable) and 2 * len(spinning) >= len(readable):
-        # Moving by CPU only: neither healthy nor a straggler can be told from this window
-        out["verdict"], out["compared"] = "busy", False
-        places = Counter(v.main.text() for v in spinning if v.main)
-        said.append(f"{_ranks_text(spinning)} {'are' if len(spinning) > 1 else 'is'} busy in "
-                    + "; ".join(f"{where}" for where, _n in places.most_common(3))
-                    + f" in every sample, on CPU for most of the {window:.2f} s window: a thread waiting on the GPU "
-                    "spins like this (CUDA's default), so CPU time does not tell progress from a hang here — read "
-                    "again over a longer window (--param samples=20) or with the Flight Recorder (--hook)")
-        return out
-    if all(v.stuck is False for v in readable):
-        # Every rank moves: a straggler is one that is almost never in a collective while the
-        # others mostly are (they wait for it); anything else is a job at work.
-        share = sorted(v.in_collective_share for v in readable)
-        median = share[len(share) // 2]
-        slow = [v for v in readable if v.in_collective_share <= 0.2] if median >= 0.5 else []
-        if slow and len(slow) < len(readable):
-            waiting = [v for v in readable if v not in slow]
-            where = Counter(v.main.text() for v in waiting if v.main).most_common(1)[0][0]
-            for v in slow:
-                w = v.main
-                assert w is not None
-                n, m = v.main_share
-                out["stragglers"] += 1
-                out["odd_ranks"].append({"rank": v.label, "member": v.member, "function": w.function, "file": w.file,
-                                         "line": w.line, "collective": w.collective, "code": v.line_of(w),
-                                         "stuck": False, "kind": "straggler"})
-                said.append(f"{v.label}{_member(v)} is in {w.text()} in {n} of {m} samples and moving "
-                            f"(CPU {v.cpu_s or 0:.2f} s, {v.switches or 0} wake-ups); {_ranks_text(waiting)} wait in "
-                            f"{where} in most samples: a straggler holds the others back")
-            out["odd"], out["verdict"] = len(slow), "straggler"
-            return out
-        out["healthy"], out["verdict"], out["odd"] = True, "healthy", 0
-        said.append(f"healthy: all {len(readable)} ranks move (each main thread used CPU or woke in the window)"
-                    + (f"; most often in {majority[0].main.text()}" if majority is not None and majority[0].main else ""))
-        return out
     if majority is None:  # no majority (two ranks, two places; or a tie)
         for g in ordered:
-            said.append(f"{_ranks_text(g)} {'wait' if len(g) > 1 else 'waits'} in {g[0].main.text() if g[0].main else '?'}")
+            said.append(f"{_ranks_text(g)} {'wait' if len(g) > 1 else 'waits'} in {_where_text(g[0])}")
         out["verdict"] = "split"
-        out["mismatch"] = sum(1 for g in ordered if g[0].main and g[0].main.collective) > 1
-        return out
-    base = majority[0].main
-    base_text = base.text() if base else "?"
+        out["mismatch"] = sum(1 for g in ordered if g[0].in_a_collective()) > 1
+        return
+    odd = [v for g in ordered[1:] for v in g]
+    out["odd"] = len(odd)
+    base_text = _where_text(majority[0])
+    raw_of = {int(r["pid"]): r for r in recs}
     for v in odd:
         w = v.main
         assert w is not None
-        row = {"rank": v.label, "member": v.member, "function": w.function, "file": w.file, "line": w.line,
-               "collective": w.collective, "code": v.line_of(w), "stuck": v.stuck}
-        out["odd_ranks"].append(row)
-        if w.collective and v.stuck:
+        if v.in_a_collective() and v.stuck:
             out["mismatch"] = True
-            row["kind"] = "mismatch"
-            said.append(f"{v.label}{_member(v)} waits in {w.text()}; {_ranks_text(majority)} wait in {base_text}: a "
-                        "collective mismatch (another collective, another call site or another group)")
+            out["odd_ranks"].append(_odd_row(v, "mismatch"))
+            said.append(f"{v.label}{_member(v)} waits in {_where_text(v)}; {_ranks_text(majority)} wait in {base_text}: "
+                        "a collective mismatch (another collective, another call site or another group)")
         elif v.stuck:
-            # threads of the job's own code waiting at a lock, wait or join line; Python's and
-            # torch's idle helper threads (a queue's feeder, a pool's workers) wait on conditions
-            # all the time and say nothing about a deadlock
-            lockish = [(n, tw) for n, (tw, _k, _m) in v.threads.items()
-                       if tw is not None and not is_library(tw.file) and _LOCKISH.search(v.line_of(tw) or "")]
+            lockish = _deadlocked_threads(v, raw_of.get(v.pid, {}))
             main_waits = any(tw == w for _n, tw in lockish)
-            if base is not None and base.collective and main_waits and len(lockish) >= 2:
+            if majority[0].in_a_collective() and main_waits and len(lockish) >= 2:
                 out["deadlocks"] += 1
-                row["kind"] = "deadlock"
+                out["odd_ranks"].append(_odd_row(v, "deadlock"))
                 threads = "; ".join(f"{n} in {tw.text()}" + (f" `{v.line_of(tw)}`" if v.line_of(tw) else "")
                                     for n, tw in lockish)
                 said.append(f"{v.label}{_member(v)} is in no collective while {_ranks_text(majority)} wait in "
                             f"{base_text}; its threads wait on each other: {threads} — a deadlock inside {v.label}")
             else:
-                row["kind"] = "stuck"
-                code = f" `{v.line_of(w)}`" if v.line_of(w) else ""
-                said.append(f"{v.label}{_member(v)} is stuck in {w.text()}{code} (no CPU, no wake-up in the window) while "
-                            f"{_ranks_text(majority)} wait in {base_text}")
+                out["odd_ranks"].append(_odd_row(v, "stuck"))
+                said.append(f"{v.label}{_member(v)} is stuck in {_where_text(v)} (no CPU, no wake-up in the window) "
+                            f"while {_ranks_text(majority)} wait in {base_text}")
         else:
             out["stragglers"] += 1
-            row["kind"] = "straggler"
             n, m = v.main_share
-            said.append(f"{v.label}{_member(v)} is in {w.text()} in {n} of {m} samples and moving "
+            out["odd_ranks"].append(_odd_row(v, "straggler"))
+            said.append(f"{v.label}{_member(v)} is a straggler: in {_where_text(v)} in {n} of {m} samples and moving "
                         f"(CPU {v.cpu_s or 0:.2f} s, {v.switches or 0} wake-ups); {_ranks_text(majority)} wait in "
-                        f"{base_text}: a straggler holds the others back")
+                        f"{base_text}: it holds the others back")
     if not odd:
+        moving = [v for v in readable if v.stuck is False]
         if all(v.stuck for v in readable):
-            said.append(f"all {len(readable)} ranks are stuck in {base_text}"
-                        + (": the missing ranks are the ones to look at" if missing else
-                           ": the same place everywhere (a rank outside this set, or the transport)"))
+            known = all(v.native_read or v.main and v.main.collective for v in readable)
+            if majority[0].in_a_collective():
+                out["agreed"] = not out["missing"]
+                said.append(f"all {len(readable)} ranks are stuck in {base_text}"
+                            + (": the missing ranks are the ones to look at" if out["missing"] else
+                               ": every rank waits in the same collective — a rank outside this set, or the transport"))
+            else:
+                said.append(f"all {len(readable)} ranks are stuck in {base_text}: no collective was seen"
+                            + ("" if known else " (the native frames were not read: --param native=all tells whether "
+                                                "they wait in C++)") + " — the Flight Recorder (--hook) or a longer "
+                            "window tells more")
         elif moving:
             said.append(f"{_ranks_text(moving)} move, in {base_text}")
     kinds = {r.get("kind") for r in out["odd_ranks"]}
     out["verdict"] = ("mismatch" if "mismatch" in kinds else "deadlock" if "deadlock" in kinds else
                       "straggler" if "straggler" in kinds else "stuck" if out["stuck"] else "unknown")
+
+
+def _analyze(recs: list[Mapping[str, Any]], views: list[RankView], window: float = 0.0) -> dict[str, Any]:
+    """The fields the hang rules read (``ranks``, ``sampled``, ``stuck``, ``stopped``, ``odd``,
+    ``mismatch``, ``deadlocks``, ``stragglers``, ``healthy``, ``straggler_tested``, ``agreed``,
+    ``missing``, ``unreadable``, ``compared``), ``verdict``, ``sentences``, ``odd_ranks`` and
+    ``per_rank``. Each reading is one function; the first that applies decides."""
+    out = _fresh(recs, views)
+    readable = [v for v in views if v.main is not None]
+    for v in views:
+        if v.main is None:
+            pid = "" if v.label.startswith("pid ") else f" (pid {v.pid})"
+            out["sentences"].append(f"{v.label}{_member(v)}{pid}: no stacks — {v.error or 'nothing was read'}")
+    _missing(recs, out)
+    if _several_jobs(recs, views, out):  # two jobs' ranks are never compared: which is odd would mean nothing
+        return out
+    if _stopped_reading(readable, views, out):
+        return out
+    if not readable:
+        return out
+    if _busy_reading(readable, window, out):
+        return out
+    if all(v.stuck is False for v in readable):
+        if not _polling_reading(readable, out):
+            _moving_reading(readable, window, out)
+        return out
+    _stuck_reading(recs, readable, out)
     return out
 
 

@@ -18,10 +18,11 @@ PROBE = {
     "timeout": 60,
     "cost": 2,
     "params": {"match": "", "pid": "", "samples": 5, "interval": 0.2, "py_spy": "", "dump_timeout": 5.0,
-               "most": 256, "via": "auto", "flight_recorder": True, "job": ""},
+               "most": 256, "via": "auto", "flight_recorder": True, "job": "", "native": "auto"},
     "reports": ["processes", "ranks", "sampled", "denied", "unanswered", "window_s", "stuck", "odd", "mismatch",
                 "deadlocks", "stragglers", "healthy", "missing", "verdict", "odd_ranks", "sentences",
-                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers", "jobs", "compared"],
+                "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers", "jobs", "compared", "stopped",
+                "agreed", "straggler_tested", "native_read"],
     "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
 }
 
@@ -44,6 +45,10 @@ import time
 # torch's Flight Recorder: on when the job starts with a buffer size; where its dumps go
 FR_ENV = (b"TORCH_FR_BUFFER_SIZE", b"TORCH_NCCL_TRACE_BUFFER_SIZE", b"TORCH_FR_DUMP_TEMP_FILE",
           b"TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+# what launchers put in a rank's environment: torchrun and accelerate give RANK; Lightning's
+# launcher gives its children LOCAL_RANK, NODE_RANK and WORLD_SIZE (rank 0 is the launcher itself)
+LAUNCH_ENV = (b"RANK", b"LOCAL_RANK", b"WORLD_SIZE", b"GROUP_RANK", b"NODE_RANK", b"LOCAL_WORLD_SIZE",
+              b"TORCHELASTIC_RUN_ID", b"MASTER_ADDR", b"MASTER_PORT", b"SLEUTH_STACKS_DIR")
 HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -62,8 +67,7 @@ def environ(pid):
     out = {}
     for item in raw.split(b"\0"):
         key, sep, value = item.partition(b"=")
-        if sep and key in (b"RANK", b"LOCAL_RANK", b"WORLD_SIZE", b"GROUP_RANK", b"TORCHELASTIC_RUN_ID",
-                           b"MASTER_ADDR", b"MASTER_PORT", b"SLEUTH_STACKS_DIR") + FR_ENV:
+        if sep and key in LAUNCH_ENV + FR_ENV:
             out[key.decode()] = value.decode("utf-8", "replace")
     return out
 
@@ -86,6 +90,20 @@ def stat_of(path):
         return None
     rest = text.rsplit(")", 1)[1].split()
     return {"state": rest[0], "ppid": int(rest[1]), "cpu": (int(rest[11]) + int(rest[12])) / float(HZ)}
+
+
+def status_of(pid):
+    """State letter, TracerPid and the tracer's name, from /proc/PID/status."""
+    text = read(f"/proc/{pid}/status") or ""
+    m = re.search(r"^TracerPid:\s+(\d+)", text, re.M)
+    tracer = int(m.group(1)) if m else 0
+    return {"tracer": tracer or None, "tracer_comm": (read(f"/proc/{tracer}/comm") or "").strip() or None if tracer else None}
+
+
+def main_state(pid):
+    """The main thread's state letter now (R, S, D, T, t, Z, ...), or None when it is gone."""
+    st = stat_of(f"/proc/{pid}/task/{pid}/stat")
+    return st["state"] if st else None
 
 
 def switches(path):
@@ -127,6 +145,34 @@ def lineage():
     return mine
 
 
+def launched(env):
+    """Whether a launcher started this process as a rank: RANK (torchrun, accelerate, srun
+    wrappers), or LOCAL_RANK with WORLD_SIZE (Lightning's launcher gives its children no RANK)."""
+    env = env or {}
+    return env.get("RANK") not in (None, "") or (env.get("LOCAL_RANK") not in (None, "") and
+                                                  env.get("WORLD_SIZE") not in (None, ""))
+
+
+def number_ranks(found):
+    """Each process's global rank and where it was read: RANK; else NODE_RANK times the node's
+    size plus LOCAL_RANK; a launcher whose children are local ranks 1..n-1 is itself local rank
+    0 (Lightning's: the script the user started is rank 0 and starts the others)."""
+    for p in found:
+        env = p["env"] or {}
+        if env.get("RANK") not in (None, ""):
+            p["rank"], p["rank_from"] = env["RANK"], "RANK"
+    local = [p for p in found if p.get("rank") is None and (p["env"] or {}).get("LOCAL_RANK", "").isdigit()]
+    for p in local:
+        env = p["env"] or {}
+        size = env.get("LOCAL_WORLD_SIZE") or ""
+        if not size.isdigit():
+            siblings = [q for q in found if q["ppid"] == p["ppid"] or q["pid"] == p["ppid"]]
+            size = str(len(siblings) + (1 if not any(q["pid"] == p["ppid"] for q in found) else 0))
+        node = env.get("NODE_RANK") or env.get("GROUP_RANK") or "0"
+        p["rank"] = str(int(node) * int(size) + int(env["LOCAL_RANK"])) if node.isdigit() else env["LOCAL_RANK"]
+        p["rank_from"] = "LOCAL_RANK" + (f" + NODE_RANK {node} × {size}" if node not in ("", "0") else "")
+
+
 def find(match, pids, most, job=""):
     mine = lineage()
     wanted = set()
@@ -134,6 +180,7 @@ def find(match, pids, most, job=""):
         if p:
             wanted.add(int(p))
     pattern = re.compile(match) if match else None
+    everyone = {}
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -147,36 +194,61 @@ def find(match, pids, most, job=""):
         argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
         cmd = " ".join(argv)
         env = environ(pid)
+        st = stat_of(f"/proc/{pid}/stat") or {"ppid": 0, "state": "?"}
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        proc = {"pid": pid, "ppid": st["ppid"], "cmd": cmd[:400], "uid": uid, "env": env, "rank": None}
+        everyone[pid] = proc
         if wanted:
             if pid not in wanted:
                 continue
         elif pattern is not None:
             if not pattern.search(cmd) or "sleuth" in cmd and "stacks" in cmd:
                 continue
-        elif not env or "RANK" not in env:
-            continue  # by default: the processes a launcher (torchrun, srun, mpirun) gave a RANK
-        if job and job_of(env) != job:
-            continue
-        st = stat_of(f"/proc/{pid}/stat") or {"ppid": 0, "state": "?"}
-        try:
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except OSError:
-            continue
-        found.append({"pid": pid, "ppid": st["ppid"], "cmd": cmd[:400], "uid": uid, "env": env})
+        elif not launched(env):
+            continue  # by default: the processes a launcher (torchrun, srun, Lightning, accelerate) made ranks
+        found.append(proc)
+    if not wanted and pattern is None:
+        # Lightning's launcher: the user's script is local rank 0 and starts local ranks 1..n-1
+        # with LOCAL_RANK; it has none itself. torchrun's children include local rank 0: their
+        # parent is only the launcher.
+        by_parent = {}
+        for p in found:
+            by_parent.setdefault(p["ppid"], []).append(p)
+        for ppid, kids in by_parent.items():
+            parent = everyone.get(ppid)
+            if parent is None or launched(parent["env"]) or parent in found:
+                continue
+            locals_ = {(k["env"] or {}).get("LOCAL_RANK") for k in kids if not (k["env"] or {}).get("RANK")}
+            if locals_ and "0" not in locals_ and all(str(n).isdigit() for n in locals_):
+                env0 = dict(kids[0]["env"] or {})
+                env0.update({"LOCAL_RANK": "0"})
+                env0.pop("SLEUTH_STACKS_DIR", None)
+                env0.update({k: v for k, v in (parent["env"] or {}).items() if k == "SLEUTH_STACKS_DIR"})
+                parent.update(rank="0" if (env0.get("NODE_RANK") or "0") == "0" else None, rank_from="launcher",
+                              env=env0, own_env=parent["env"])
+                found.append(parent)
+    number_ranks([p for p in found if p.get("rank_from") != "launcher"])
+    for p in found:
+        if p.get("rank_from") == "launcher" and p["rank"] is None:
+            number_ranks([p])
+    if job:
+        found = [p for p in found if job_of(p["env"]) == job]
     # a launcher whose children were found too (torchrun, its ranks) is the launcher, not a rank
     parents = {p["ppid"] for p in found}
-    launchers = [p for p in found if p["pid"] in parents and not (p["env"] or {}).get("RANK")]
+    launchers = [p for p in found if p["pid"] in parents and p.get("rank") in (None, "")]
     found = [p for p in found if p not in launchers]
-    # a child of a rank with the rank's own RANK (it inherited the environment: a data-loader
+    # a child of a rank with the rank's own rank (it inherited the environment: a data-loader
     # worker, a compile worker, any subprocess) is that rank's helper, not another rank
-    rank_of = {p["pid"]: (p["env"] or {}).get("RANK") for p in found}
-    helpers = [] if wanted else [p for p in found if (p["env"] or {}).get("RANK") not in (None, "")
-                                 and rank_of.get(p["ppid"]) == (p["env"] or {}).get("RANK")]
+    rank_of = {p["pid"]: p.get("rank") for p in found}
+    helpers = [] if wanted else [p for p in found if p.get("rank") not in (None, "")
+                                 and rank_of.get(p["ppid"]) == p.get("rank")]
     for p in helpers:
         p["comm"] = (read(f"/proc/{p['pid']}/comm") or "").strip()
     found = [p for p in found if p not in helpers]
-    found.sort(key=lambda p: (int((p["env"] or {}).get("RANK", 1 << 30)) if str((p["env"] or {}).get("RANK", "")).isdigit()
-                              else 1 << 30, p["pid"]))
+    found.sort(key=lambda p: (int(p["rank"]) if str(p.get("rank") or "").isdigit() else 1 << 30, p["pid"]))
     return found[:most], launchers, helpers, max(0, len(found) - most)
 
 
@@ -215,14 +287,19 @@ def ptrace_why(uid):
 
 def sample(spy, procs, timeout):
     """One py-spy dump of every process at once; {pid: threads or an error}."""
+    return _dumps(spy, [p for p in procs if not p.get("skip")], timeout, ["--nonblocking"])
+
+
+def _dumps(spy, procs, timeout, flags):
     running = {}
     for p in procs:
-        if p.get("skip"):
-            continue
         try:
-            running[p["pid"]] = subprocess.Popen([spy, "dump", "--pid", str(p["pid"]), "--json", "--nonblocking"],
+            running[p["pid"]] = subprocess.Popen([spy, "dump", "--pid", str(p["pid"]), "--json"] + flags,
                                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
+            for proc in running.values():  # the ones already started are stopped and reaped
+                proc.kill()
+                proc.communicate()
             return {p["pid"]: {"error": str(exc)} for p in procs}
     deadline = time.time() + timeout
     out = {}
@@ -250,6 +327,22 @@ def sample(spy, procs, timeout):
     return out
 
 
+def native(spy, procs, timeout):
+    """One `py-spy dump --native` of each process, all at once, after the window (py-spy has no
+    non-blocking native mode: each thread is paused while it is unwound, milliseconds; the
+    symbols are read before). A stopped (T) or dead (Z) process is not asked: ptrace cannot
+    suspend a stopped process, and its state already says what it is."""
+    got = _dumps(spy, procs, timeout, ["--native"])
+    out = {}
+    for pid, d in got.items():
+        if "threads" not in d:
+            out[pid] = {"error": d.get("error")}
+            continue
+        out[pid] = {"threads": [{"tid": t["tid"], "name": t["name"],
+                                 "frames": t["frames"][:120]} for t in d["threads"]]}
+    return out
+
+
 SIGUSR2 = 12
 
 
@@ -272,6 +365,25 @@ def hooked(p):
     return bool(m and int(m.group(1), 16) & (1 << (int(sig) - 1)))
 
 
+def tidy_hook_dirs(procs):
+    """The hook's files of processes that are gone (a marker, a dump, a FIFO and its answer per
+    process): removed, so a later pid that reuses the number is never taken for hooked."""
+    dirs = {hook_dir(p["env"]) for p in procs}
+    dirs.add(hook_dir(None))
+    for folder in dirs:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            m = re.match(r"^(?:hooked|stacks|fr)-(\d+)(?:\.txt|\.fifo|\.json|\.json\.tmp)?$", name)
+            if m and not os.path.exists(f"/proc/{m.group(1)}"):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except OSError:
+                    pass
+
+
 def parse_faulthandler(text):
     threads = []
     for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", text.strip()):
@@ -280,7 +392,9 @@ def parse_faulthandler(text):
             continue
         frames = [[m.group(3), m.group(1), int(m.group(2))]
                   for m in re.finditer(r'^\s+File "(.*)", line (\d+) in (\S+)', block, re.M)]
-        name = "MainThread" if frames and frames[-1][0] == "<module>" else "thread " + head.group(2)
+        # the main thread runs the script's <module> frame; under `python -m` runpy's frames are
+        # outermost, the module's <module> frame above them
+        name = "MainThread" if any(f[0] == "<module>" for f in frames) else "thread " + head.group(2)
         threads.append({"tid": None, "name": name, "frames": frames})
     return threads
 
@@ -340,10 +454,10 @@ def fr_dump_path(p):
     """Where torch writes this rank's Flight Recorder dump when its watchdog fires (a timeout
     with TORCH_NCCL_DUMP_ON_TIMEOUT=1): the prefix plus the rank."""
     env = p["env"] or {}
-    if env.get("RANK") in (None, ""):
+    if p.get("rank") in (None, ""):
         return None
     prefix = env.get("TORCH_FR_DUMP_TEMP_FILE") or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or "/tmp/nccl_trace_rank_"
-    return prefix + str(env["RANK"])
+    return prefix + str(p["rank"])
 
 
 def started_at(pid):
@@ -458,33 +572,23 @@ def code_at(path, line):
     return None
 
 
-def main():
-    started = time.time()
-    procs, launchers, helpers, left = find(params.get("match") or "", params.get("pid") or "",
-                                           int(params.get("most", 256)), str(params.get("job") or ""))
-    via = params.get("via") or "auto"
-    spy = py_spy_path(params.get("py_spy") or "") if via != "hook" else None
-    if spy is None and via != "hook" and not any(hooked(p) for p in procs):
-        emit("finding", finding="no-py-spy", text=f"py-spy is not on this machine (PATH, next to {sys.executable}, "
-             "~/.cache/sleuth/bin) and no process registered sleuth's dump hook: only /proc was read")
-    samples = max(1, int(params.get("samples", 5)))
-    interval = max(0.0, float(params.get("interval", 0.2)))
-    timeout = float(params.get("dump_timeout", 5.0))
-    before = {p["pid"]: threads(p["pid"]) for p in procs}
+def window(spy, procs, samples, interval, timeout, denied, hook_only):
+    """The sampling window: py-spy's samples (non-blocking: nothing is stopped or signalled, so
+    the CPU and wake-up counters taken around it are the job's own) and, between them, each
+    main thread's state read every few milliseconds (R running, S waiting, T stopped, D in the
+    kernel). Returns the dumps, the state counts and the window's length."""
     dumps = {p["pid"]: [] for p in procs}
-    denied = {}
-    hook_only = [p for p in procs if spy is None and hooked(p)]
-    unhooked = [p for p in procs if spy is None and p not in hook_only]
-    for p in unhooked:
-        p["skip"] = True
-    if spy is None and unhooked:
-        n = len(unhooked)
-        emit("finding", finding="no-hook", text=f"{n} process{'' if n == 1 else 'es'} did not register sleuth's dump "
-             "hook (started without `sleuth probe run --shell CMD --hook`): not signalled; only /proc was read")
-    # The window: py-spy reads without stopping or signalling anything, so the counters of CPU
-    # and wake-ups taken around it are the job's own. Hook dumps (a signal each) come after it.
+    states = {p["pid"]: {} for p in procs}
+
+    def read_states():
+        for p in procs:
+            letter = main_state(p["pid"]) or "gone"
+            states[p["pid"]][letter] = states[p["pid"]].get(letter, 0) + 1
+
+    started = time.time()
     for i in range(samples):
         t0 = time.time()
+        read_states()
         if spy is not None:
             for pid, got in sample(spy, procs, timeout).items():
                 dumps[pid].append(got)
@@ -500,21 +604,84 @@ def main():
                         else:
                             denied[pid] = err
         if i + 1 < samples:
-            time.sleep(max(0.0, interval - (time.time() - t0)))
-    window = time.time() - started
-    after = {p["pid"]: threads(p["pid"]) for p in procs}
-    for i in range(samples if hook_only else 0):
-        for pid, got in sample_hook(hook_only, timeout).items():
-            dumps[pid].append(got)
-        if i + 1 < samples:
-            time.sleep(0.02)
-    recorders = flight_recorders(procs, timeout) if params.get("flight_recorder", True) else {}
+            end = t0 + interval
+            while time.time() < end - 0.01:
+                read_states()
+                time.sleep(0.01)
+            time.sleep(max(0.0, end - time.time()))
+    read_states()
+    return dumps, states, time.time() - started
+
+
+def task_rows(before, after):
+    tasks = []
+    for tid, now in sorted(after.items()):
+        was = before.get(tid)
+        tasks.append({"tid": tid, "comm": now["comm"], "state": now["state"], "wchan": now["wchan"],
+                      "cpu_s": round(now["cpu"] - was["cpu"], 3) if was else None,
+                      "switches": now["switches"] - was["switches"] if was else None})
+    return tasks
+
+
+def source_lines(samples_out):
+    """The source line of each thread's innermost frames, read here where the files are."""
+    code = {}
+    for threads_ in samples_out[-1:]:
+        if isinstance(threads_, list):
+            for t in threads_:
+                for _name, path, line in t["frames"][:12]:
+                    if line:
+                        code.setdefault(f"{path}:{line}", code_at(path, line))
+    return code
+
+
+def say_flight_recorder_off(procs, recorders):
     recording = [p for p in procs if any((p["env"] or {}).get(k.decode()) not in (None, "", "0") for k in FR_ENV[:2])]
     if procs and recorders and not recording and not any(recorders.values()):
         emit("finding", finding="flight-recorder-off", text="torch's Flight Recorder is off in this job (no "
              "TORCH_FR_BUFFER_SIZE): only stacks say which collective each rank waits in",
              fix="start the job with `sleuth probe run --shell CMD --hook` (it sets TORCH_FR_BUFFER_SIZE=2000), or "
                  "set TORCH_FR_BUFFER_SIZE=2000 (and TORCH_NCCL_DUMP_ON_TIMEOUT=1 for NCCL dumps on timeout) yourself")
+
+
+def main():
+    procs, launchers, helpers, left = find(params.get("match") or "", params.get("pid") or "",
+                                           int(params.get("most", 256)), str(params.get("job") or ""))
+    tidy_hook_dirs(procs)
+    via = params.get("via") or "auto"
+    spy = py_spy_path(params.get("py_spy") or "") if via != "hook" else None
+    if spy is None and via != "hook" and not any(hooked(p) for p in procs):
+        emit("finding", finding="no-py-spy", text=f"py-spy is not on this machine (PATH, next to {sys.executable}, "
+             "~/.cache/sleuth/bin) and no process registered sleuth's dump hook: only /proc was read")
+    samples = max(1, int(params.get("samples", 5)))
+    interval = max(0.0, float(params.get("interval", 0.2)))
+    timeout = float(params.get("dump_timeout", 5.0))
+    denied = {}
+    hook_only = [p for p in procs if spy is None and hooked(p)]
+    unhooked = [p for p in procs if spy is None and p not in hook_only]
+    for p in unhooked:
+        p["skip"] = True
+    if spy is None and unhooked:
+        n = len(unhooked)
+        emit("finding", finding="no-hook", text=f"{n} process{'' if n == 1 else 'es'} did not register sleuth's dump "
+             "hook (started without `sleuth probe run --shell CMD --hook`): not signalled; only /proc was read")
+    # the window starts once the processes are found: its length is what the CPU time is read against
+    before = {p["pid"]: threads(p["pid"]) for p in procs}
+    dumps, states, window_s = window(spy, procs, samples, interval, timeout, denied, hook_only)
+    after = {p["pid"]: threads(p["pid"]) for p in procs}
+    status = {p["pid"]: status_of(p["pid"]) for p in procs}
+    # after the window (they pause or signal the process): native frames, then the hook's dumps
+    mode = str(params.get("native", "auto"))
+    asked = [p for p in procs if spy is not None and mode != "off" and not p.get("skip") and after[p["pid"]]
+             and (after[p["pid"]].get(p["pid"]) or {}).get("state") not in ("T", "t", "Z", "X")]
+    natives = native(spy, asked, max(timeout, 10.0)) if asked else {}
+    for i in range(samples if hook_only else 0):
+        for pid, got in sample_hook(hook_only, timeout).items():
+            dumps[pid].append(got)
+        if i + 1 < samples:
+            time.sleep(0.02)
+    recorders = flight_recorders(procs, timeout) if params.get("flight_recorder", True) else {}
+    say_flight_recorder_off(procs, recorders)
     said = set()
     for p in procs:
         pid = p["pid"]
@@ -524,37 +691,26 @@ def main():
                 said.add(cause)
                 emit("finding", finding="ptrace", cause=cause, pid=pid,
                      text=f"cannot read the stacks of pid {pid}: {why} ({denied[pid]})", fix=fix)
-        tasks = []
-        for tid, now in sorted(after[pid].items()):
-            was = before[pid].get(tid)
-            tasks.append({"tid": tid, "comm": now["comm"], "state": now["state"], "wchan": now["wchan"],
-                          "cpu_s": round(now["cpu"] - was["cpu"], 3) if was else None,
-                          "switches": now["switches"] - was["switches"] if was else None})
-        samples_out = []
-        for got in dumps[pid]:
-            if "threads" in got:
-                samples_out.append(got["threads"])
-            else:
-                samples_out.append({"error": got.get("error"), "timeout": bool(got.get("timeout"))})
-        # the source line of each thread's innermost frames, read here where the files are
-        code = {}
-        for threads_ in samples_out[-1:]:
-            if isinstance(threads_, list):
-                for t in threads_:
-                    for _name, path, line in t["frames"][:6]:
-                        code.setdefault(f"{path}:{line}", code_at(path, line))
+        samples_out = [got["threads"] if "threads" in got else {"error": got.get("error"), "timeout": bool(got.get("timeout"))}
+                       for got in dumps[pid]]
+        code = source_lines(samples_out)
+        nat = natives.get(pid)
+        if nat and nat.get("threads"):
+            code.update({k: v for k, v in source_lines([nat["threads"]]).items() if k not in code})
         env = p["env"] or {}
-        emit("rank", pid=pid, ppid=p["ppid"], uid=p["uid"], cmd=p["cmd"], rank=env.get("RANK"),
-             local_rank=env.get("LOCAL_RANK"), world_size=env.get("WORLD_SIZE"), job=job_of(env), environ_readable=p["env"] is not None,
-             alive=bool(after[pid]), tasks=tasks, samples=samples_out, code=code,
-             denied=denied.get(pid), flight_recorder=recorders.get(pid))
+        emit("rank", pid=pid, ppid=p["ppid"], uid=p["uid"], cmd=p["cmd"], rank=p.get("rank"),
+             rank_from=p.get("rank_from"), local_rank=env.get("LOCAL_RANK"), node_rank=env.get("NODE_RANK"),
+             world_size=env.get("WORLD_SIZE"), job=job_of(env), environ_readable=p["env"] is not None,
+             alive=bool(after[pid]), tasks=task_rows(before[pid], after[pid]), samples=samples_out, code=code,
+             states=states[pid], tracer=status[pid]["tracer"], tracer_comm=status[pid]["tracer_comm"],
+             native=nat, denied=denied.get(pid), flight_recorder=recorders.get(pid))
     unanswered = sum(1 for p in procs if any("timeout" in d for d in dumps[p["pid"]]))
-    emit("result", processes=len(procs), ranks=sum(1 for p in procs if (p["env"] or {}).get("RANK") is not None),
+    emit("result", processes=len(procs), ranks=sum(1 for p in procs if p.get("rank") not in (None, "")),
          sampled=sum(1 for p in procs if any("threads" in d for d in dumps[p["pid"]])), denied=len(denied),
          unanswered=unanswered, left_out=left, launchers=[{"pid": p["pid"], "cmd": p["cmd"]} for p in launchers],
-         helpers=[{"pid": p["pid"], "ppid": p["ppid"], "rank": (p["env"] or {}).get("RANK"), "comm": p["comm"]}
-                  for p in helpers],
-         py_spy=spy, samples=samples, window_s=round(window, 3))
+         helpers=[{"pid": p["pid"], "ppid": p["ppid"], "rank": p.get("rank"), "comm": p["comm"]} for p in helpers],
+         py_spy=spy, samples=samples, window_s=round(window_s, 3), native_read=len([n for n in natives.values()
+                                                                                    if n.get("threads")]))
 
 
 main()
