@@ -18,6 +18,7 @@ from ..hypotheses import (
     Evidence,
     InvestigationState,
 )
+from ..hypotheses.hang import state_word
 from ..hypotheses.known import describe_left, describe_match, fix_words
 
 __all__ = [
@@ -316,17 +317,22 @@ def ranks_table(result: dict[str, Any], most: int = 64) -> Text:
     if not rows:
         return text
     recorded = any(r.get("flight_recorder") for r in rows)
-    text.append(f"\n{'':2}{'rank':<10} {'main thread':<44} {'collective':<12} {'state':<9} samples  "
+    native = any(r.get("native_read") for r in rows)
+    text.append(f"\n{'':2}{'rank':<10} {'main thread':<44} {'collective':<12} {'state':<12} samples  "
+                + (f"{'native wait':<34} " if native else "")
                 + (f"{'flight recorder':<28} " if recorded else "") + "other threads\n", style="bold dim")
     for r in rows[:most]:
         main = r.get("main") or {}
         where = f"{main.get('function')} {str(main.get('file') or '').rsplit('/', 1)[-1]}:{main.get('line')}" if main else "—"
-        state = "stuck" if r.get("stuck") else "moving" if r.get("stuck") is False else "?"
+        state = state_word(r)
+        wait = r.get("native_wait") or {}
+        waits = (str(wait.get("frame")) if wait else "none seen" if r.get("native_read") else "not read")
         others = ", ".join(f"{n}: {(t.get('where') or {}).get('function')}" for n, t in (r.get("threads") or {}).items()
                            if n != "MainThread" and t.get("where"))
         mark = "◆ " if r.get("label") in odd else "  "
         line = (f"{mark}{r.get('label', '?'):<10} {where[:44]:<44} {str(main.get('collective') or '—'):<12} "
-                f"{state:<9} {'/'.join(map(str, r.get('main_samples') or [])):<8} "
+                f"{state[:12]:<12} {'/'.join(map(str, r.get('main_samples') or [])):<8} "
+                + (f"{waits[:34]:<34} " if native else "")
                 + (f"{_recorded(r.get('flight_recorder'))[:28]:<28} " if recorded else "") + f"{others[:60]}\n")
         if r.get("error"):
             line = f"{mark}{r.get('label', '?'):<10} no stacks: {str(r['error'])[:100]}\n"

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COLLECTIVES", "RankView", "analyze_stacks", "is_library", "read_flight_recorder", "with_hang_analysis"]
+__all__ = ["COLLECTIVES", "RankView", "analyze_stacks", "is_library", "read_flight_recorder", "state_word",
+           "with_hang_analysis"]
 
 COLLECTIVES = frozenset({
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
@@ -523,21 +524,27 @@ def _straggler_test(readable: list[RankView]) -> tuple[list[tuple[RankView, str]
     return named, powered
 
 
+def _straggler(v: RankView, others: str, out: dict[str, Any], window: float, why: str | None) -> None:
+    """The straggler's row and sentence (one place for both readings that name one)."""
+    n, m = v.main_share
+    out["stragglers"] += 1
+    out["odd"] = out["stragglers"] + sum(1 for r in out["odd_ranks"] if r.get("kind") != "straggler")
+    out["odd_ranks"].append({**_odd_row(v, "straggler"), "stuck": False, "strength": why})
+    share = f", {v.cpu_s / window:.0%} of the window" if v.cpu_s is not None and window else ""
+    out["sentences"].append(
+        f"{v.label}{_member(v)} is a straggler: in {_where_text(v)} in {n} of {m} samples, moving (CPU "
+        f"{v.cpu_s or 0:.2f} s{share}, {v.switches or 0} wake-ups)" + (f"; {why}" if why else "")
+        + f"; {others}: it holds the others back")
+
+
 def _moving_reading(readable: list[RankView], window: float, out: dict[str, Any]) -> None:
     named, powered = _straggler_test(readable)
     out["straggler_tested"] = powered or bool(named)
     if named and len(named) < len(readable):
-        waiting = [v for v in readable if v not in {id(x) for x, _ in named} and all(v is not x for x, _ in named)]
+        waiting = [v for v in readable if all(v is not x for x, _ in named)]
         for v, why in named:
-            n, m = v.main_share
-            out["stragglers"] += 1
-            out["odd_ranks"].append({**_odd_row(v, "straggler"), "stuck": False, "strength": why})
-            share = f", {v.cpu_s / window:.0%} CPU" if v.cpu_s is not None and window else ""
-            out["sentences"].append(
-                f"{v.label}{_member(v)} is a straggler: moving (CPU {v.cpu_s or 0:.2f} s{share}, {v.switches or 0} "
-                f"wake-ups), most often in {_where_text(v)} ({n} of {m} samples), {why}; {_others_wait_text(waiting)}: "
-                "it holds the others back")
-        out["odd"], out["verdict"] = len(named), "straggler"
+            _straggler(v, _others_wait_text(waiting), out, window, why)
+        out["verdict"] = "straggler"
         return
     out["healthy"], out["verdict"], out["odd"] = True, "healthy", 0
     groups = Counter(v.main.text() for v in readable if v.main)
@@ -615,12 +622,7 @@ def _stuck_reading(recs: list[Mapping[str, Any]], readable: list[RankView], out:
                 said.append(f"{v.label}{_member(v)} is stuck in {_where_text(v)} (no CPU, no wake-up in the window) "
                             f"while {_ranks_text(majority)} wait in {base_text}")
         else:
-            out["stragglers"] += 1
-            n, m = v.main_share
-            out["odd_ranks"].append(_odd_row(v, "straggler"))
-            said.append(f"{v.label}{_member(v)} is a straggler: in {_where_text(v)} in {n} of {m} samples and moving "
-                        f"(CPU {v.cpu_s or 0:.2f} s, {v.switches or 0} wake-ups); {_ranks_text(majority)} wait in "
-                        f"{base_text}: it holds the others back")
+            _straggler(v, f"{_ranks_text(majority)} wait in {base_text}", out, 0.0, None)
     if not odd:
         moving = [v for v in readable if v.stuck is False]
         if all(v.stuck for v in readable):
@@ -668,6 +670,22 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView], window: float
         return out
     _stuck_reading(recs, readable, out)
     return out
+
+
+def state_word(r: dict[str, Any]) -> str:
+    """A rank's state in a word: its /proc state where it decides (stopped, traced, dead, in the
+    kernel), else stuck or moving over the window."""
+    states = r.get("states") or {}
+    reads = sum(states.values())
+    if r.get("state") in ("Z", "X"):
+        return "dead (Z)"
+    if reads and states.get("T", 0) + states.get("t", 0) == reads or not reads and r.get("state") in ("T", "t"):
+        return f"traced (t) by {r['tracer']}" if r.get("tracer") else "stopped (T)"
+    if reads and states.get("D", 0) == reads:
+        return f"D {r.get('wchan') or ''}".strip()
+    if reads and states.get("T", 0):
+        return f"T {states['T']}/{reads}"
+    return "stuck" if r.get("stuck") else "moving" if r.get("stuck") is False else "?"
 
 
 def _group_text(pg: str, names: Mapping[str, str]) -> str:

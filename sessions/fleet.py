@@ -236,6 +236,9 @@ async def run_fleet(
                 if rec.get("kind") == "rank":
                     member_of[len(records)] = name
                     records.append(rec)
-        report.hang = analyze_stacks(records, member_of)
+        # the window each member read over (the busy guard weighs CPU time against it)
+        window = max((float(r.get("window_s") or 0) for run in answers.values() for r in run.records
+                      if r.get("kind") == "result"), default=0.0)
+        report.hang = analyze_stacks(records, member_of, window=window)
         inv.record_fleet_hang(fleet.name, {name: run.id for name, run in answers.items()}, report.hang)
     return report

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hypotheses import Change, Comparison, InvestigationState, state_changes
+from ..hypotheses.hang import state_word
 
 __all__ = ["postmortem_markdown", "write_postmortem"]
 
@@ -261,10 +262,23 @@ def _hang_section(st: Any) -> list[str]:
         out += [f"### #{run.id} stacks on {run.target}: {res.get('verdict')} ({res.get('sampled')} of {res.get('ranks')} "
                 f"processes sampled, {res.get('samples')} samples in {res.get('window_s')} s)", ""]
         out += [f"- {_esc(str(s))}" for s in res.get("sentences") or []] + [""]
-        groups = res.get("groups") or []
-        if groups:
-            out += ["| ranks | where the main thread waits |", "|---|---|"]
-            out += [f"| {_esc(', '.join(g.get('ranks', [])))} | {_esc(str(g.get('where')))} |" for g in groups]
+        rows = res.get("per_rank") or []
+        if rows:
+            odd = {r.get("rank"): r.get("kind") for r in res.get("odd_ranks") or []}
+            out += ["| rank | state | main thread | native wait | framework |", "|---|---|---|---|---|"]
+            for r in rows[:64]:
+                main = r.get("main") or {}
+                where = (f"{main.get('function')} at {str(main.get('file') or '').rsplit('/', 1)[-1]}:{main.get('line')}"
+                         if main else f"no stacks: {r.get('error') or '?'}")
+                wait = r.get("native_wait") or {}
+                native = f"{wait.get('frame')} ({wait.get('what')})" if wait else ("none seen" if r.get("native_read")
+                                                                                   else "not read")
+                fw = r.get("framework") or {}
+                framework = f"{fw.get('package')}: {fw.get('function')}" if fw else "—"
+                label = f"**{r.get('label')}** ({odd[r.get('label')]})" if r.get("label") in odd else str(r.get("label"))
+                out.append(f"| {_esc(label)} | {_esc(state_word(r))} | {_esc(where)} | {_esc(native)} | {_esc(framework)} |")
+            if len(rows) > 64:
+                out.append(f"| … {len(rows) - 64} more | | | | |")
             out.append("")
     return out
 

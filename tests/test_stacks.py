@@ -251,9 +251,14 @@ def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, faul
                      "straggler": "refutes"}, v
         [odd] = found["odd_ranks"]
         assert (odd["rank"], odd["function"], odd["file"], odd["line"]) == ("rank 2", "log_loss", job_py, LOG_LOSS)
-        assert said[0] == (f"rank 2 waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce); ranks 0, 1, 3 wait in "
-                           f"sync_gradients at hang_job.py:{SYNC} (all_reduce): a collective mismatch (another collective, "
+        # the job's line of code and the native wait under it (py-spy --native: gloo's work wait)
+        assert said[0] == (f"rank 2 waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce) `dist.all_reduce(loss, "
+                           "group=group)`, in c10d::Work::wait (a ProcessGroup work wait); ranks 0, 1, 3 wait in "
+                           f"sync_gradients at hang_job.py:{SYNC} (all_reduce) `dist.all_reduce(grad)`, in "
+                           "c10d::Work::wait (a ProcessGroup work wait): a collective mismatch (another collective, "
                            "another call site or another group)")
+        assert {r["label"]: (r["state"], (r["native_wait"] or {}).get("frame")) for r in found["per_rank"]} == {
+            f"rank {n}": ("S", "c10d::Work::wait") for n in range(4)}
     elif fault == "deadlock":
         assert v == {"hang": "supports", "collective-mismatch": "refutes", "deadlock": "supports",
                      "straggler": "refutes"}, v
@@ -265,7 +270,8 @@ def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, faul
         assert v["straggler"] == "supports" and v["collective-mismatch"] == "refutes", v
         [odd] = found["odd_ranks"]
         assert (odd["rank"], odd["function"], odd["line"], odd["stuck"]) == ("rank 3", "load_batch", SLOW, False)
-        assert said[0].startswith(f"rank 3 is in load_batch at hang_job.py:{SLOW} in ")
+        assert said[0].startswith(f"rank 3 is a straggler: in load_batch at hang_job.py:{SLOW} `time.sleep(0.4)")
+        assert "chance" in said[0] and "it holds the others back" in said[0]  # named with its strength
     else:
         assert found["healthy"] and v == {"hang": "refutes", "collective-mismatch": "refutes", "deadlock": "refutes",
                                           "straggler": "refutes"}, (v, found["sentences"], found["per_rank"])
@@ -279,8 +285,10 @@ def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, faul
         hang = md.read_text().split("## Hang")[1].split("\n## ")[0]
         assert "### #1 stacks on local: mismatch (4 of 4 processes sampled" in hang
         assert f"- rank 2 waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce)" in hang
-        assert f"| ranks 0, 1, 3 | sync_gradients at hang_job.py:{SYNC} (all_reduce) |" in hang.replace("rank 0, rank 1, rank 3",
-                                                                                                  "ranks 0, 1, 3")
+        assert "| rank | state | main thread | native wait | framework |" in hang
+        assert f"| **rank 2** (mismatch) | stuck | log_loss at hang_job.py:{LOG_LOSS} | c10d::Work::wait (a ProcessGroup " \
+               "work wait) | — |" in hang
+        assert f"| rank 0 | stuck | sync_gradients at hang_job.py:{SYNC} | c10d::Work::wait" in hang
     # never harm the job: every rank still alive, and a healthy job still steps
     for pid in j.pids.values():
         os.kill(pid, 0)
@@ -392,8 +400,9 @@ def test_a_fleet_of_two_nodes_reads_the_jobs_ranks_together_and_names_the_odd_ra
                                                                        "rank 3": "b"}
         [odd] = hang["odd_ranks"]
         assert (odd["rank"], odd["member"], odd["function"], odd["line"]) == ("rank 2", "b", "log_loss", LOG_LOSS)
-        assert hang["sentences"][0].startswith(f"rank 2 on b waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce); ranks "
-                                               f"0, 1, 3 wait in sync_gradients at hang_job.py:{SYNC} (all_reduce)")
+        assert hang["sentences"][0].startswith(f"rank 2 on b waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce) "
+                                               "`dist.all_reduce(loss, group=group)`")
+        assert f"; ranks 0, 1, 3 wait in sync_gradients at hang_job.py:{SYNC} (all_reduce)" in hang["sentences"][0]
         alone = json.loads(sleuth(d, "replay", "--json").stdout)["runs"]
         a_run = next(r for r in alone if r["target"] == "a")
         assert "2 are elsewhere" in " ".join(a_run["result"]["sentences"])
