@@ -150,7 +150,8 @@ class RankView:
     wchan: str | None = None
     tracer: int | None = None
     tracer_comm: str | None = None
-    wait: dict[str, Any] | None = None  # the native wait (py-spy --native), when read
+    wait: dict[str, Any] | None = None  # the native wait (py-spy --native), when read at the usual place
+    wait_elsewhere: dict[str, Any] | None = None  # a native wait read after the rank had moved on
     native_read: bool = False
     framework: dict[str, Any] | None = None
     places: int = 0  # distinct places of the main thread over the samples
@@ -209,6 +210,7 @@ class RankView:
                 "switches": self.switches, "error": self.error, "main": place(self.main),
                 "main_samples": list(self.main_share), "state": self.state, "states": dict(self.states),
                 "wchan": self.wchan, "tracer": self.tracer, "native_wait": self.wait,
+                "native_wait_elsewhere": self.wait_elsewhere,
                 "native_read": self.native_read, "framework": self.framework,
                 "threads": {n: {"where": place(w), "samples": [k, m]} for n, (w, k, m) in self.threads.items()}}
 
@@ -267,6 +269,13 @@ def _view(rec: Mapping[str, Any], member: str | None) -> RankView:
         if main_t is not None:
             view.wait = native_wait(main_t.get("frames") or [])
             view.framework = view.framework or framework_frame(main_t.get("frames") or [])
+    if main is not None and view.wait is not None:
+        # the native read comes after the window: its wait is this rank's only where its Python
+        # frames are at the window's usual place (else the rank had moved on: said, not used)
+        at = _where(_main_thread(nat["threads"], view.pid).get("frames") or [])  # type: ignore[union-attr]
+        if at is None or main[0] is None or (at.function, at.file, at.line) != (main[0].function, main[0].file,
+                                                                                   main[0].line):
+            view.wait_elsewhere, view.wait = view.wait, None
     if main is not None:
         counts = places.get(main_name or "", Counter())
         w, n, m = main

@@ -629,7 +629,9 @@ def source_lines(samples_out):
     for threads_ in samples_out[-1:]:
         if isinstance(threads_, list):
             for t in threads_:
-                for _name, path, line in t["frames"][:12]:
+                frames = t["frames"]
+                own = [f for f in frames if f[2] and not re.search(r"/(site|dist)-packages/|/lib/python", str(f[1]))]
+                for _name, path, line in frames[:12] + own[:2]:
                     if line:
                         code.setdefault(f"{path}:{line}", code_at(path, line))
     return code
