@@ -623,3 +623,118 @@ def test_ranks_busy_on_cpu_in_one_place_in_every_sample_are_not_called_healthy()
     # the same ranks light on CPU (a loop that sleeps and wakes) are a job at work
     light = analyze_stacks([_rank(r, item, stuck=False, samples=5) for r in range(4)] + [result])
     assert light["verdict"] == "healthy"
+
+
+# ------------------------------------------------------------------ issue 32: readings that failed on code not ours
+
+def _states(rank: dict, **counts: int) -> dict:
+    return {**rank, "states": counts}
+
+
+def test_ranks_that_all_poll_in_one_collective_are_not_healthy():
+    """Blocking-wait modes and store-based barriers wake the main thread over and over inside
+    one wait: every rank used CPU or woke, and none was ever seen outside the collective."""
+    from sleuth.hypotheses import load_catalog
+
+    polling = [AR, ["sync_gradients", "/job/train.py", 101]]
+    found = analyze_stacks([_states(_rank(r, polling, stuck=False), S=40) for r in range(4)])
+    assert (found["verdict"], found["healthy"], found["compared"]) == ("waiting", False, False), found["sentences"]
+    assert found["sentences"][0].startswith("all 4 ranks wait in a collective in every sample, awake")
+    catalog = load_catalog()
+    for h in ("hang", "collective-mismatch", "deadlock", "straggler"):
+        [link] = [p for p in catalog.hypotheses[h].probes if p.probe == "stacks"]
+        assert not link.refutes.evaluate(found), h
+
+
+def test_a_straggler_is_named_by_its_strength_and_not_from_a_few_samples_by_chance():
+    step = [["forward", "/job/train.py", 60], ["main", "/job/train.py", 77]]
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    # 8 healthy ranks, one of which happened to be outside a collective in all 5 samples while
+    # the others were in one 3 times in 5: chance 0.4^5 = 0.01, not strong over 8 ranks (the old cut-off named it)
+    recs = []
+    for r in range(8):
+        rank = _rank(r, step, stuck=False, samples=5)
+        if r != 5:
+            rank["samples"] = [[{"tid": rank["pid"], "name": "MainThread", "frames": sync if i % 2 == 0 else step}]
+                               for i in range(5)]
+        recs.append(_states(rank, S=30, R=10))
+    found = analyze_stacks(recs)
+    assert found["verdict"] == "healthy" and found["stragglers"] == 0, found["sentences"]
+    # few state reads and few samples: no straggler can be told, none is ruled out
+    few = analyze_stacks([_states(_rank(r, step, stuck=False, samples=1), S=2) for r in range(4)])
+    assert few["healthy"] and not few["straggler_tested"]
+    assert "not enough samples to tell a straggler" in " ".join(few["sentences"])
+    from sleuth.hypotheses import load_catalog
+
+    [link] = [p for p in load_catalog().hypotheses["straggler"].probes if p.probe == "stacks"]
+    assert not link.refutes.evaluate(few)
+    # a rank that waits in 2 of 60 reads while the others wait in 55 of 60: named, with its chance
+    slow = [_states(_rank(r, step, stuck=False), **({"S": 2, "T": 58} if r == 3 else {"S": 55, "R": 5}))
+            for r in range(4)]
+    found = analyze_stacks(slow)
+    [odd] = found["odd_ranks"]
+    assert (odd["rank"], odd["kind"]) == ("rank 3", "straggler") and "chance" in odd["strength"]
+    assert "stopped and continued from outside" in found["sentences"][0]
+
+
+def test_an_async_work_wait_beside_a_heartbeat_thread_is_no_deadlock():
+    """`work.wait()` is a collective's wait (C++: no Python frame below the line); a heartbeat
+    thread sleeping in `", ".join(...)`-free code. Neither is a lock: the rank is stuck, not
+    deadlocked. A real lock wait (Event.wait in threading.py, `with lock:`) still is."""
+    sync = [AR, ["sync_gradients", "/job/train.py", 101]]
+    main = [["step", "/job/train.py", 140]]
+    beat = [["heartbeat", "/job/train.py", 30]]
+    code = {"/job/train.py:140": "work.wait()", "/job/train.py:30": "status = cache.get(key) or ', '.join(parts)"}
+    rank2 = _rank(2, main, loader=beat, code=code)
+    found = analyze_stacks([_rank(0, sync), _rank(1, sync), rank2, _rank(3, sync)])
+    [odd] = found["odd_ranks"]
+    assert odd["kind"] == "stuck" and found["deadlocks"] == 0, found["sentences"]
+    lock = {"/job/train.py:140": "done.wait()", "/job/train.py:30": "with state_lock:"}
+    waiting = [["Event.wait", "/usr/lib/python3.11/threading.py", 622], ["step", "/job/train.py", 140]]
+    rank2 = _rank(2, waiting, loader=beat, code=lock)
+    found = analyze_stacks([_rank(0, sync), _rank(1, sync), rank2, _rank(3, sync)])
+    assert found["deadlocks"] == 1 and found["odd_ranks"][0]["kind"] == "deadlock", found["sentences"]
+
+
+def test_a_native_wait_read_after_the_rank_moved_on_is_not_its_wait():
+    sleeping = [["load_batch", "/job/train.py", 36], ["main", "/job/train.py", 80]]
+    later = [["c10d::Work::wait", "/v/torch/lib/libtorch_cpu.so", 0], ["all_reduce", AR[1], 3252],
+             ["sync_gradients", "/job/train.py", 101]]
+    rank = _rank(3, sleeping, stuck=False)
+    rank["native"] = {"threads": [{"tid": rank["pid"], "name": "MainThread", "frames": later}]}
+    view = analyze_stacks([rank])["per_rank"][0]
+    assert view["native_wait"] is None and view["native_wait_elsewhere"]["frame"] == "c10d::Work::wait"
+    assert view["main"]["collective"] is None
+
+
+def test_a_stopped_rank_among_the_same_python_frames_is_the_odd_one():
+    """The issue's DDP case: every rank in `loss.backward()`; /proc says T for one."""
+    backward = [["_engine_run_backward", "/v/lib/python3.11/site-packages/torch/autograd/graph.py", 979],
+                ["Trainer._run_batch", "/job/train.py", 50]]
+    reducer = [["c10d::Reducer::finalize_backward", "/v/torch/lib/libtorch_cpu.so", 0],
+               ["THPEngine_run_backward", "/v/torch/lib/libtorch_python.so", 0]] + backward
+    recs = []
+    for r in range(4):
+        rank = _states(_rank(r, backward), **({"T": 60} if r == 2 else {"S": 60}))
+        rank["tasks"][0]["state"] = "T" if r == 2 else "S"
+        if r != 2:
+            rank["native"] = {"threads": [{"tid": rank["pid"], "name": "MainThread", "frames": reducer}]}
+        recs.append(rank)
+    found = analyze_stacks(recs)
+    assert found["verdict"] == "stopped" and [o["rank"] for o in found["odd_ranks"]] == ["rank 2"]
+    assert not any("the same place everywhere" in s for s in found["sentences"])
+    traced = {**recs[2], "tracer": 4242, "tracer_comm": "gdb"}
+    traced["states"] = {"t": 60}
+    found = analyze_stacks(recs[:2] + [traced] + recs[3:])
+    assert "rank 2 is traced (t) by pid 4242 (gdb)" in found["sentences"][0]
+
+
+def test_python_dash_m_ranks_have_a_main_thread_in_the_hooks_dump():
+    src = (Path(__file__).parents[1] / "probes" / "scripts" / "stacks.py").read_text()
+    ns: dict = {"emit": lambda *a, **k: None, "params": {}}
+    exec(compile(src.replace("\nmain()\n", "\n"), "stacks.py", "exec"), ns)
+    dump = ('Current thread 0x00007f00 (most recent call first):\n  File "/job/train.py", line 40 in step\n'
+            '  File "/job/train.py", line 90 in <module>\n  File "<frozen runpy>", line 88 in _run_code\n'
+            '  File "<frozen runpy>", line 198 in _run_module_as_main\n')
+    [t] = ns["parse_faulthandler"](dump)
+    assert t["name"] == "MainThread"
