@@ -64,7 +64,7 @@ def test_probe_run_json_records_the_run_with_evidence(project):
     result = next(r for r in data["records"] if r["kind"] == "result")
     assert sum(ev.values()) == 1, ev
     if result["torch_installed"] is None:
-        assert ev["inconclusive"] == 1 and result["keys_said"] == "torch is not installed here"
+        assert ev["inconclusive"] == 1 and result["keys_said"] == "torch is not installed here", (ev, result)
     # the same check again, nothing changed: refused without --force, exit 3, recorded
     again = sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json", check=False)
     assert again.returncode == 3 and f"repeats #{data['run_id']}" in again.stderr
