@@ -75,10 +75,10 @@ def judge_keys(files, newest, now):
     version and a hash of its sources (torch_key()), so entries written under another build
     never hit. An entry older than the install was written under the install before it: sleuth
     knows which build that was when one of its state reads saw it; otherwise it does not say."""
+    if now is None:  # no torch to key the caches: nothing is said of them, cold or not
+        return None, None, "torch is not installed here"
     if not files:
         return True, None, "no cache entries: nothing to match (cold)"
-    if now is None:
-        return None, None, "torch is not installed here"
     if newest >= now["installed"]:
         return True, now.get("version"), f"written since this torch ({build(now)}) was installed on {when(now['installed'])}"
     earlier = [e for e in installs_seen() if e.get("dir") == now["dir"] and e["installed"] <= newest]
@@ -152,7 +152,7 @@ emit(
     newer_than_torch=bool(files) and installed is not None and (newest or 0) >= installed,
     caches=caches,
     entries=files,
-    cold=files == 0,
+    cold=files == 0 if now is not None else None,  # no torch here: no compile starts cold
     keys_match=keys_match,
     written_by=written_by,
     keys_said=keys_said,
