@@ -215,7 +215,6 @@ def test_uneven_inputs_without_join_are_a_mismatch_inside_ddp(tmp_path: Path, la
 
 @pytest.mark.slow
 def test_a_lightning_job_has_its_launcher_as_rank_0_and_a_stopped_rank_is_the_one_named(tmp_path: Path, launch):
-    pytest.importorskip("lightning")
     d = project(tmp_path)
     j = launch("lightning")
     data, found, _v = stacks(d)
