@@ -641,6 +641,10 @@ def _stuck_reading(recs: list[Mapping[str, Any]], readable: list[RankView], out:
                 said.append(f"all {len(readable)} ranks are stuck in {base_text}"
                             + (": the missing ranks are the ones to look at" if out["missing"] else
                                ": every rank waits in the same collective — a rank outside this set, or the transport"))
+            elif majority[0].wait and majority[0].wait["kind"] == "gpu":
+                said.append(f"all {len(readable)} ranks are stuck in {base_text}: waiting on the GPU, not in a "
+                            "collective — a kernel that does not finish, or one longer than the window (read again "
+                            "over a longer window: --param samples=20)")
             else:
                 said.append(f"all {len(readable)} ranks are stuck in {base_text}: no collective was seen"
                             + ("" if known else " (the native frames were not read: --param native=all tells whether "

@@ -738,3 +738,19 @@ def test_python_dash_m_ranks_have_a_main_thread_in_the_hooks_dump():
             '  File "<frozen runpy>", line 198 in _run_module_as_main\n')
     [t] = ns["parse_faulthandler"](dump)
     assert t["name"] == "MainThread"
+
+
+def test_a_host_thread_waiting_on_the_gpu_is_read_as_cuda_sync_not_a_collective():
+    """The native frames an H100 gave (torch 2.11; docs/measurements/gpu_wait_native_h100_torch211.json):
+    a blocking event's synchronize sleeps in cuEventSynchronize; the default schedule spins in
+    cuCtxSynchronize. Neither is a collective."""
+    event = [["0x7fb742f17bfc", "/usr/lib/libcuda.so.1", 0], ["cuEventSynchronize", "/usr/lib/libcuda.so.1", 0],
+             ["<module>", "/job/event.py", 6]]
+    rank = _rank(0, [["<module>", "/job/event.py", 6]])
+    rank["native"] = {"threads": [{"tid": rank["pid"], "name": "MainThread", "frames": event}]}
+    found = analyze_stacks([{**rank, "world_size": "1"}])
+    row = found["per_rank"][0]
+    assert row["native_wait"] == {"kind": "gpu", "frame": "cuEventSynchronize",
+                                  "what": "cuda sync: the host thread waits on the GPU"}
+    assert row["main"]["collective"] is None and not found["mismatch"]
+    assert "waiting on the GPU, not in a collective" in found["sentences"][0]
