@@ -338,8 +338,9 @@ def native(spy, procs, timeout):
         if "threads" not in d:
             out[pid] = {"error": d.get("error")}
             continue
-        out[pid] = {"threads": [{"tid": t["tid"], "name": t["name"],
-                                 "frames": t["frames"][:120]} for t in d["threads"]]}
+        read_ = d["threads"]
+        assert isinstance(read_, list)
+        out[pid] = {"threads": [{"tid": t["tid"], "name": t["name"], "frames": t["frames"][:120]} for t in read_]}
     return out
 
 
