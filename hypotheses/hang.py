@@ -489,10 +489,11 @@ def _straggler_test(readable: list[RankView]) -> tuple[list[tuple[RankView, str]
     rank that computes, is throttled or is stopped now and then is R or T), and by the share of
     py-spy samples in a collective. A rank is named where the chance of so few waits, had it
     waited like the others (their rate by Laplace's rule), is below the project's strength
-    (0.01) over the number of ranks and tests. Reads are thinned to one per ~50 ms so that
+    (0.01) over the number of ranks and tests; a rank stopped (T) in
+    some reads while the others are not is named by that share the same way. Reads are thinned to one per ~50 ms so that
     neighbouring reads of one phase are not counted as independent. Returns the named ranks
     with the sentence part, and whether the test could have named one at all."""
-    tests = 2 * max(1, len(readable))
+    tests = 3 * max(1, len(readable))
     cut = STRONG / tests
     named: list[tuple[RankView, str]] = []
     powered = False
@@ -517,6 +518,18 @@ def _straggler_test(readable: list[RankView]) -> tuple[list[tuple[RankView, str]
                              + (f", stopped (T) in {stopped} of {v.reads()} reads: stopped and continued from outside"
                                 if stopped else "")
                              + f"; chance {chance:.1e} if it waited like them")
+        # by stops: a rank stopped (T) in some reads while the others are not is being stopped and
+        # continued from outside (a duty cycle, a freezer); this holds when every rank is short of
+        # CPU and the waiting shares look alike
+        if n:
+            stops = (v.states.get("T", 0) + v.states.get("t", 0)) // 5
+            o_s = sum(o.states.get("T", 0) + o.states.get("t", 0) for o in others) // 5
+            o_n = sum(o.reads() for o in others) // 5
+            rate = (o_s + 1) / (o_n + 2)
+            chance = 1.0 - _binom_cdf(stops - 1, n, rate) if stops else 1.0
+            if chance < cut and stops / n > rate and not any("stopped (T)" in f for f in found):
+                found.append(f"stopped (T) in {stops} of {n} reads against {o_s} of {o_n} for the others: stopped "
+                             f"and continued from outside; chance {chance:.1e}")
         k, m = v.in_collective
         if m:
             o_k = sum(o.in_collective[0] for o in others)
