@@ -772,7 +772,7 @@ BACKWARD = next(i for i, line in enumerate(DDP_JOB.read_text().splitlines(), 1) 
 BARRIER = next(i for i, line in enumerate(DDP_JOB.read_text().splitlines(), 1) if line.strip() == "dist.barrier()")
 
 
-class Launched:
+class Launched(Job):  # Job's pids and stop; started and waited for its own way
     """A job of *n* ranks started as its users start it; every rank killed at the end."""
 
     def __init__(self, tmp: Path, argv: list[str], n: int) -> None:
@@ -796,25 +796,8 @@ class Launched:
             time.sleep(0.2)
         raise AssertionError(f"the job did not start: {Path(self.log.name).read_text()[-3000:]}")
 
-    @property
-    def pids(self) -> dict[int, int]:
-        return {int(p.name[4:]): int(p.read_text()) for p in self.pids_dir.iterdir()}
-
     def steps(self) -> int:
         return Path(self.log.name).read_text().count(" step ")
-
-    def stop(self) -> None:
-        for pid in self.pids.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        self.log.close()
 
 
 @pytest.fixture
