@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -952,7 +953,11 @@ def test_a_lightning_job_has_its_launcher_as_rank_0_and_a_stopped_rank_is_the_on
     assert (odd["rank"], odd["kind"]) == ("rank 2", "stopped"), found["sentences"]
     said = found["sentences"][0]
     assert said.startswith("rank 2 is stopped (T"), said
-    assert "ranks 0, 1, 3 wait in" in said and "under lightning's LightningModule.backward" in said, said
+    # The others wait for it, each where gloo left it: the ring all_reduce can let one rank past the
+    # reducer into Lightning's next broadcast while the rest still wait in the reducer (seen in CI).
+    assert said.endswith("they wait for it") and said.count("under lightning's") >= 2, said
+    waiting = {int(n) for group in re.findall(r"; ranks? ([\d, ]+) waits? in ", said) for n in group.split(", ")}
+    assert waiting == {0, 1, 3}, said
     assert all(r["framework"]["package"] == "lightning" for r in found["per_rank"])
     assert v["hang"] == "supports" and v["collective-mismatch"] == "inconclusive", v
     os.kill(j.pids[2], signal.SIGCONT)
