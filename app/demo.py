@@ -162,13 +162,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         report = await run_probe(inv, target, req, force=flagged is not None, runner=agents, check=check)
         data = report.to_json(inv)
         verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
-        verdicts += [
-            (f"verifies the {app.remedy} fixed {v['hypothesis']}" if v["outcome"] == "fixed" else f"the {app.remedy} did not fix {v['hypothesis']}")
-            + (f" ({v['strength']})" if v.get("strength") else "")
-            for app in inv.state.applications.values()
-            for v in app.verifications
-            if v["run"] == report.run
-        ]
+        verdicts += inv.state.verified_by(report.run)
         verdicts = ", ".join(verdicts) or "no evidence"
         print(f"    run #{data['run_id']} {probe}: {data['classification']} in {data['seconds']:.1f} s — {verdicts}")
         for found in run_findings(inv.state, report.run):

@@ -19,6 +19,7 @@ from ..hypotheses import (
     what_differed,
 )
 from ..hypotheses.known import describe_left, describe_match, fix_words
+from ..hypotheses.verification import describe_verifications
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
 
 __all__ = ["event_sentence", "fleet_retest_prompt", "observation_sentence", "retest_prompt", "run_findings",
@@ -171,9 +172,8 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
         return f"remedy {app.remedy if app else ''} #{d.get('application')} reverted"
     if kind == EventKind.APPLICATION_VERIFIED:
         app = st.applications.get(d.get("application", 0))
-        outcome = "fixed" if d.get("outcome") == "fixed" else "did not fix"
-        strength = f" ({d['strength']})" if d.get("strength") else ""
-        return f"{_probe_of(st, d.get('run'))} verified: {app.remedy if app else 'the remedy'} {outcome} {d.get('hypothesis')}{strength}"
+        [said] = describe_verifications(app.remedy if app else "the remedy", d.get("application", 0), [d])
+        return f"{_probe_of(st, d.get('run'))} {said}"
     if kind == EventKind.FLAG_RAISED:
         return f"⚑ {d.get('flag')}: {d.get('message', '')}"
     if kind == EventKind.NOTE_ADDED:

@@ -20,6 +20,7 @@ from ..hypotheses import (
 )
 from ..hypotheses.hang import state_word
 from ..hypotheses.known import describe_left, describe_match, fix_words
+from ..hypotheses.verification import outcome_words
 
 __all__ = [
     "GLYPHS",
@@ -276,7 +277,7 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
         if app.overlay is not None and h in app.overlay.get("explains", ()):
             ov = app.overlay
             text.append("upgrade:  ", style="bold dim")
-            said = [v["outcome"].replace("_", " ") for v in app.verifications if v.get("hypothesis") == h]
+            said = [outcome_words(v["outcome"]) for v in app.verifications if v.get("hypothesis") == h]
             text.append(f"#{app.id} {ov['package']}=={ov['version']} in an overlay on {app.target} for {ov['issue']}"
                         f"{' (reverted)' if not app.active else ''}"
                         f"{' · verified: ' + said[-1] if said else ' · not verified yet'}\n",
@@ -367,17 +368,8 @@ def changes_text(changes: list[dict[str, Any]], most: int = 3) -> str:
 
 
 def verified_by(st: InvestigationState, run_id: int) -> list[str]:
-    """What run *run_id* verified: "verified lock #1: fixed (strong)" per remedy it re-ran for."""
-    said: list[str] = []
-    for app in st.applications.values():
-        for v in app.verifications:  # one per hypothesis the remedy addresses: said once per application
-            if v.get("run") == run_id:
-                outcome = "fixed" if v.get("outcome") == "fixed" else "not fixed"
-                strength = f" ({v['strength']})" if v.get("strength") else ""
-                line = f"verified {app.remedy} #{app.id}: {outcome}{strength}"
-                if line not in said:
-                    said.append(line)
-    return said
+    """What run *run_id* verified: "verified lock #1 for compile-race: fixed (strong)"."""
+    return st.verified_by(run_id)
 
 
 def short_fields(result: dict[str, Any], most: int = 6) -> str:

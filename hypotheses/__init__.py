@@ -43,7 +43,16 @@ from .records import (
 from .rules import Rule, compile_rule
 from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key, state_key_of_parts
 from .verdict import EVIDENCE_CLASSES, Verdict, judge, result_fields
-from .verification import STRONG, Strength, strength, trials_needed
+from .verification import (
+    NOTHING_TO_VERIFY,
+    STRONG,
+    Strength,
+    describe_verifications,
+    nothing_to_verify,
+    outcome_words,
+    strength,
+    trials_needed,
+)
 
 __all__ = [
     "RemedyApplication",
@@ -97,5 +106,9 @@ __all__ = [
     "state_key",
     "state_key_of_parts",
     "strength",
+    "describe_verifications",
+    "nothing_to_verify",
+    "outcome_words",
+    "NOTHING_TO_VERIFY",
     "trials_needed",
 ]

@@ -25,7 +25,7 @@ from .errors import MissingField, RuleError
 from .rules import Rule, compile_rule
 
 __all__ = ["KNOWN_DIR", "KnownIssue", "SignatureWatch", "applying", "describe_left", "describe_match", "fix_words",
-           "leaving", "load_known", "match_run", "version_of"]
+           "leaving", "load_known", "match_run", "overlay_took", "version_of"]
 
 KNOWN_DIR = BUILTIN_DIR / "known"
 _KEYS = {"id", "title", "package", "affected", "fixed_in", "signature", "rule", "probe", "explains", "workarounds",
@@ -99,6 +99,19 @@ def applying(entries: Mapping[str, KnownIssue], versions: Mapping[str, str]) -> 
     """The entries whose package's measured version (*versions*: distribution name -> version,
     as a run's state reports them) is in the affected range."""
     return [e for e in entries.values() if e.applies_to(version_of(versions, e.package))]
+
+
+def overlay_took(measured: str | None, wanted: str) -> bool:
+    """Whether a run imported the release an overlay holds: the public versions are equal (a
+    build from the PyTorch index carries a local label, 2.14.1+cu128, that pip's ==2.14.1
+    accepts); a local label asked for (==2.14.1+cpu) must match as well."""
+    if measured is None:
+        return False
+    try:
+        got, want = Version(measured), Version(wanted)
+    except InvalidVersion:
+        return measured == wanted
+    return got == want if want.local else got.public == want.public
 
 
 def version_of(versions: Mapping[str, str], package: str) -> str | None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .records import Evidence, PreRunCheck, RemedyApplication, RunInfo
 from .state import canonical, check_key, component_keys, state_key_of_parts
+from .verification import describe_verifications
 
 if TYPE_CHECKING:
     from .catalog import HypothesisDef, SymptomDef
@@ -112,6 +113,13 @@ class StateQueries:
                                   for v in app.verifications):
                 return app
         return None
+
+    def verified_by(self, run_id: int) -> list[str]:
+        """What run *run_id* verified, in words, once per application and finding: "verified
+        lock #1 for compile-race: fixed (…)" (hypotheses/verification.py)."""
+        return [line for app in self.applications.values()
+                for line in describe_verifications(app.remedy, app.id,
+                                                   [v for v in app.verifications if v.get("run") == run_id])]
 
     def weak_verification(self, hypothesis: str, target: str) -> tuple[RemedyApplication, dict[str, Any]] | None:
         """An active application on *target* whose only verification of *hypothesis* is too

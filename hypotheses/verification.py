@@ -7,16 +7,53 @@ and the verification's strength is the chance of seeing that many clean trials a
 nothing had changed: ``(1 - rate) ** after_trials``. It is **strong** below ``STRONG``
 (0.01): 0 failures in 12 trials after 9 of 10 before is < 0.001; one clean trial after 9 of
 10 is 0.17 — not a verification, ask for more trials. A `confirmed` status needs a strong one.
+
+A verification needs a failure to compare with: where the reproduction never failed on that
+target before the remedy (0 of N trials), a clean run after it says nothing of a fix. Its
+outcome is then ``nothing_to_verify``, never ``fixed``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["STRONG", "Strength", "strength", "trials_needed"]
+__all__ = ["NOTHING_TO_VERIFY", "STRONG", "Strength", "describe_verifications", "nothing_to_verify", "outcome_words",
+           "strength", "trials_needed"]
 
 STRONG = 0.01
+NOTHING_TO_VERIFY = "nothing_to_verify"
+_WORDS = {"fixed": "fixed", "not_fixed": "not fixed", NOTHING_TO_VERIFY: "nothing to verify"}
+
+
+def nothing_to_verify(before_trials: int) -> str:
+    """Why a clean run after a remedy verifies nothing: the failure was never seen before it."""
+    return f"nothing to verify: the failure was not seen before (0 of {before_trials})"
+
+
+def outcome_words(outcome: object) -> str:
+    """"fixed", "not fixed" or "nothing to verify"."""
+    return _WORDS.get(str(outcome), str(outcome).replace("_", " "))
+
+
+def describe_verifications(remedy: str, app: int, verifications: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One application's verifications by one run, in words, hypotheses with the same finding
+    said together: "verified lock #1 for compile-race: fixed (0 of 5 trials failed after; …)"."""
+    said: dict[tuple[str, str], list[str]] = {}
+    for v in verifications:
+        if v.get("outcome") == NOTHING_TO_VERIFY:
+            why = str(v.get("strength") or nothing_to_verify(int((v.get("before") or [0, 0])[1])))
+            how = why  # the reason is the finding
+        else:
+            how = outcome_words(v.get("outcome")) + (f" ({v['strength']})" if v.get("strength") else "")
+        names = said.setdefault((str(v.get("outcome")), how), [])
+        name = str(v.get("hypothesis") or v.get("issue") or "")
+        if name and name not in names:
+            names.append(name)
+    return [f"verified {remedy} #{app}{' for ' + ', '.join(names) if names else ''}: {how}"
+            for (_outcome, how), names in said.items()]
 
 
 @dataclass(frozen=True)

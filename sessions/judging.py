@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import InvalidVersion, Version
-
-from ..hypotheses import EventKind, RunInfo, judge, state_changes, strength
-from ..hypotheses.known import version_of
+from ..hypotheses import NOTHING_TO_VERIFY, EventKind, RunInfo, judge, nothing_to_verify, state_changes, strength
+from ..hypotheses.errors import MissingField
+from ..hypotheses.known import overlay_took, version_of
 
 if TYPE_CHECKING:
     from ..hypotheses import InvestigationState
@@ -25,6 +24,7 @@ class RunJudging:
     """Judging a finished run: evidence, verifications, oscillation flags."""
 
     state: InvestigationState
+    known: Mapping[str, Any]  # Investigation's: the known upstream issues by id
 
     def _record(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Any:  # Investigation's
         raise NotImplementedError
@@ -56,12 +56,14 @@ class RunJudging:
             ]
             if remedies and verdict.verdict == "refutes":
                 # Under a remedy for it, a clean run is the fix working, not a refutation —
-                # as strong as its trials are many, given how often it failed before.
+                # as strong as its trials are many, given how often it failed before; where it
+                # never failed before, there is nothing to verify.
                 for app in remedies:
+                    said = self._verification(hyp_id, info, app, "fixed")
                     self._record(
                         EventKind.APPLICATION_VERIFIED,
-                        {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "fixed",
-                         **self._verification(hyp_id, info, app, "fixed")},
+                        {"application": app.id, "run": info.id, "hypothesis": hyp_id,
+                         "outcome": "fixed" if said["before"][0] else NOTHING_TO_VERIFY, **said},
                     )
                 continue
             read = dict(verdict.fields)
@@ -87,10 +89,14 @@ class RunJudging:
 
     def _verify_upgrades(self, info: RunInfo, versions: Mapping[str, str], seen: Mapping[str, str]) -> None:
         """A run under an upgrade's overlay, of a check that showed the issue on this target
-        before, verifies the upgrade: not fixed when the issue's signature shows again, fixed
-        when it does not — if the run imported the overlay's version (else it says that the
-        overlay did not take, and verifies nothing). An issue without a signature has no
-        symptom to look for: leaving the range is all its versions say, never a fix."""
+        before, verifies the upgrade — if the run imported the overlay's release (its public
+        version: a local build label such as +cu128 is named, not compared); else it says the
+        overlay did not take and verifies nothing. The issue is asked the way it was matched:
+        an entry with a signature is not fixed when the signature shows again, fixed when it
+        does not; an entry matched by its rule is not fixed while the rule holds on the new
+        run's results, fixed when it does not (a run of another probe asks nothing); an entry
+        matched on versions alone has no symptom to look for — leaving the range is all its
+        versions say, never a fix: nothing to verify."""
         st = self.state
         for app in list(st.applications.values()):
             ov = app.overlay
@@ -99,10 +105,7 @@ class RunJudging:
             if info.classification not in ("completed", "failed", "no_result"):
                 continue  # killed, timed out, a transport fault: asked nothing
             measured = version_of(versions, ov["package"])
-            try:
-                took = measured is not None and Version(measured) == Version(ov["version"])
-            except InvalidVersion:
-                took = False
+            took = overlay_took(measured, ov["version"])
             if not took:
                 self._record(EventKind.NOTE_ADDED, {
                     "text": f"run #{info.id} under upgrade #{app.id} imported {ov['package']} {measured or '(none)'}, "
@@ -115,7 +118,8 @@ class RunJudging:
             showed = {r.id for r in before if any(m["id"] == ov["issue"] for m in st.known_for_run(r.id)["matches"])}
             if not showed:
                 continue  # this check never showed the issue here: it says nothing of a fix
-            outcome = "not_fixed" if ov["issue"] in seen else "fixed"
+            entry = self.known.get(ov["issue"])
+            asked = self._ask_again(entry, ov["issue"], info, seen)
             done = {v["hypothesis"] for v in app.verifications if v["run"] == info.id}
             for hyp in ov.get("explains") or [None]:
                 if hyp in done:
@@ -124,15 +128,43 @@ class RunJudging:
                 for r in before:
                     f, t = self._sample(r.result, r.id in showed)
                     f_before, t_before = f_before + f, t_before + t
+                base = {"application": app.id, "run": info.id, "hypothesis": hyp, "issue": ov["issue"],
+                        "imported": measured}
+                if asked is None or isinstance(asked, str):
+                    why = asked or (f"nothing to verify: {ov['issue']} has no signature or rule, so its versions alone "
+                                    f"matched it before; leaving {ov.get('affected')} is all they say, never a fix")
+                    self._record(EventKind.APPLICATION_VERIFIED, {
+                        **base, "outcome": NOTHING_TO_VERIFY, "before": [f_before, t_before], "after": [0, 0],
+                        "strong": False, "strength": why, "needed": 0})
+                    continue
+                outcome, how = asked
                 f_after, t_after = self._sample(info.result, outcome == "not_fixed")
                 said: dict[str, Any] = {"before": [f_before, t_before], "after": [f_after, t_after], "strong": True}
                 if info.stochastic:
                     s = strength(f_before, t_before, f_after, t_after)
                     said = {**said, "chance": round(s.chance, 6), "strong": s.strong, "needed": s.needed,
                             "strength": str(s)}
-                self._record(EventKind.APPLICATION_VERIFIED, {
-                    "application": app.id, "run": info.id, "hypothesis": hyp, "outcome": outcome, "issue": ov["issue"],
-                    "signature": "seen again" if outcome == "not_fixed" else "not seen", **said})
+                self._record(EventKind.APPLICATION_VERIFIED, {**base, "outcome": outcome, "signature": how, **said})
+
+    @staticmethod
+    def _ask_again(entry: Any, issue: str, info: RunInfo, seen: Mapping[str, str]) -> tuple[str, str] | str | None:
+        """Whether the run shows the issue again, asked as it was matched: (outcome, how), a
+        reason it cannot say (a string), or None for an entry with neither signature nor rule."""
+        if entry is None:
+            return f"nothing to verify: {issue}, matched before, is no longer in the known-issue catalog"
+        if entry.signature:
+            return ("not_fixed", "seen again") if entry.id in seen else ("fixed", "not seen")
+        if entry.rule is not None:
+            if info.probe != entry.probe or info.classification != "completed":
+                return (f"nothing to verify: {entry.id} is said on a completed {entry.probe} run's results "
+                        f"({entry.rule.source}); this run ({info.probe}, {info.classification}) does not ask it")
+            try:
+                holds = bool(entry.rule.evaluate(info.result))
+            except (MissingField, TypeError) as exc:
+                return f"nothing to verify: {entry.rule.source} cannot be read on this run's results ({exc})"
+            return ("not_fixed", f"rule holds again: {entry.rule.source}") if holds else \
+                ("fixed", f"rule no longer holds: {entry.rule.source}")
+        return None
 
     @staticmethod
     def _sample(result: Mapping[str, Any], failed: bool) -> tuple[int, int]:
@@ -153,9 +185,9 @@ class RunJudging:
             f, t = self._sample(run.result, e.verdict == "supports")
             before_failed, before_trials = before_failed + f, before_trials + t
         after_failed, after_trials = self._sample(info.result, outcome == "not_fixed")
-        if info.stochastic and before_trials == 0:  # it never failed before: this says nothing of a fix
-            return {"before": [0, 0], "after": [after_failed, after_trials], "strong": False,
-                    "strength": "no failing sample before the remedy to compare with", "needed": 0}
+        if outcome == "fixed" and before_failed == 0:  # it never failed before: a clean run says nothing of a fix
+            return {"before": [0, before_trials], "after": [after_failed, after_trials], "strong": False,
+                    "strength": nothing_to_verify(before_trials), "needed": 0}
         if not info.stochastic:  # a deterministic check says the same each time: one run is the answer
             return {"before": [before_failed, before_trials], "after": [after_failed, after_trials], "strong": True}
         s = strength(before_failed, before_trials, after_failed, after_trials)

@@ -365,7 +365,7 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
         verdicts = "; ".join(str(e) for e in st.verdict_per_hypothesis(run.id))
         link = f" ([output]({outputs[run.id]}))" if run.id in outputs else ""
         retest = f" ⟲ retest of #{run.retest_of}" if run.retest_of else ""
-        verified = "".join(f"; ✔ {_esc(v)}" for v in _verified_by(st, run.id))
+        verified = "".join(f"; ✔ {_esc(v)}" for v in st.verified_by(run.id))
         rows.append(((run.started_ts, run.started_seq),
                      f"| {_t(run.started_ts, t0)} | run #{run.id} {run.probe}{retest}{link} | {run.target} | "
                      f"{run.classification or 'running'}{': ' + _esc(verdicts) if verdicts else ''}{verified} |"))
@@ -394,19 +394,6 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
             rows.append(((seen["ts"], seen["seq"]), f"| {_t(seen['ts'], t0)} | state read: {_esc(how)} | "
                                                     f"{seen['target']} | {_esc(said)} |"))
     return rows
-
-
-def _verified_by(st: Any, run_id: int) -> list[str]:
-    """What run *run_id* verified, once per application (it holds one verification per
-    hypothesis the remedy addresses)."""
-    said: list[str] = []
-    for app in st.applications.values():
-        for v in app.verifications:
-            if v.get("run") == run_id:
-                line = f"verified {app.remedy} #{app.id}: {'fixed' if v.get('outcome') == 'fixed' else 'not fixed'}"
-                if line not in said:
-                    said.append(line)
-    return said
 
 
 def _changes(st: Any) -> list[str]:

@@ -147,3 +147,30 @@ def test_the_postmortem_timeline_is_one_chronological_list(inv):
         "run #1 env-fingerprint", "note", "⚑ circular-retest", "⚑ revisit", "run #2 env-fingerprint",
         "remedy lock applied", "note"]
     assert "note (about version-drift)" in events[1]
+
+
+def test_a_lock_applied_where_the_race_never_failed_verifies_nothing(inv):
+    """Issue 33: on torch 2.14.1 the reproduction was clean (0 of 1), the lock was applied, the
+    next clean run was said to verify the lock fixed the race. No failure before, no fix."""
+    from sleuth.app.timeline import timeline_rows
+    from sleuth.app.views import run_label
+
+    s = env_state()
+    race_run(inv, 0, 1, s)
+    race_run(inv, 0, 2, {**s, "code": "c0"})
+    assert inv.state.status("compile-race") == "refuted"
+    inv.record_application("lock", "local", [{"path": "/m.py", "before_sha": "a", "after_sha": "b", "diff": ""}],
+                           hypothesis="compile-race")
+    after = race_run(inv, 0, 5, {**s, "code": "c1"})
+    (app,) = inv.state.applications.values()
+    said = [v for v in app.verifications if v["run"] == after]
+    assert said and all(v["outcome"] == "nothing_to_verify" and not v["strong"] for v in said)
+    assert inv.state.fixed_by("compile-race") is None and inv.state.status("compile-race") == "refuted"
+    assert inv.state.weak_verification("compile-race", "local") is None
+    line = "verified lock #1 for compile-race, concurrent-fx-trace: nothing to verify: the failure was not seen before (0 of 3)"
+    assert inv.state.verified_by(after) == [line]
+    assert line in str(run_label(inv.state, after))
+    assert any("nothing to verify" in str(row) and "fixed" not in str(row).replace("nothing", "")
+               for _ts, row, run, _f in timeline_rows(inv.state) if run == after)
+    md = inv.to_markdown()
+    assert "Fix: the **lock**" not in md and "nothing to verify: the failure was not seen before (0 of 3)" in md

@@ -80,10 +80,10 @@ def test_a_run_that_verified_a_remedy_is_marked_in_the_tree_and_the_timeline():
         Event(7, 5.0, "application.verified", {"application": 1, "run": 2, "hypothesis": "compile-race", "outcome": "fixed", "strength": "strong"}),
     ]
     st = InvestigationState.fold(events)
-    assert "✔ verified lock #1: fixed (strong)" in str(run_label(st, 2))
+    assert "✔ verified lock #1 for compile-race: fixed (strong)" in str(run_label(st, 2))
     assert "verified" not in str(run_label(st, 1))
     rows = [str(line) for _ts, line, run, _flag in timeline_rows(st) if run == 2]
-    assert rows and "✔ verified lock #1: fixed (strong)" in rows[0]
+    assert rows and "✔ verified lock #1 for compile-race: fixed (strong)" in rows[0]
 
 
 def test_a_fingerprint_says_its_drift_in_the_run_summary_where_the_eye_lands(inv):
