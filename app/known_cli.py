@@ -38,6 +38,9 @@ def cmd_known(args: argparse.Namespace) -> int:
     for e in found:
         version = version_of(versions, e.package)
         rows.append({**e.to_dict(), "target": target.name, "measured": version})
+    measured_here = _measured_here(ws, target.name)
+    for r in rows:
+        r["measured_here"] = measured_here.get(r["id"], [])
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -47,12 +50,44 @@ def cmd_known(args: argparse.Namespace) -> int:
         fixed = f"fixed in {r['fixed_in']}" if r["fixed_in"] else f"no fixed-in release known (checked {r['checked']})"
         print(f"{r['id']}  {r['title']}")
         print(f"  {target.name}: {r['package']} {r['measured']} is in {r['affected']}; {fixed}")
+        for said in r["measured_here"]:
+            print(f"  {said}")
+        for claim in r.get("read") or []:
+            print(f"  · {claim['claim']} — read in {claim['source']}, {claim['on']}")
         if r.get("rule"):
             print(f"  said of a run when {r['probe']} finds {r['rule']}")
         elif r["signature"]:
             print(f"  said of a run whose output shows: {' or '.join(r['signature'])}")
         print(f"  {r['source']}")
     return 0
+
+
+def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:
+    """What the current session measured of each entry's fix on *target*: "fixed here by
+    upgrade #2 (torch 2.14.1+cu130 imported), run #7: weak: 5 clean trials would make it strong"."""
+    path = ws.current_path()
+    if path is None or not path.exists():
+        return {}
+    out: dict[str, list[str]] = {}
+    with ws.open(path) as inv:
+        for app in inv.state.applications.values():
+            ov = app.overlay
+            if ov is None or app.target != target:
+                continue
+            for v in app.verifications:
+                imported = v.get("imported") or ov["version"]
+                how = v.get("strength") or ("strong" if v.get("strong", True) else "weak")
+                if v["outcome"] == "fixed":
+                    word = "fixed here" if v.get("strong", True) else "fixed here, weak"
+                elif v["outcome"] == "not_fixed":
+                    word = "not fixed here"
+                else:
+                    word = "nothing verified here"
+                said = (f"{word} by upgrade #{app.id} ({ov['package']} {imported} imported"
+                        f"{'' if app.active else ', reverted since'}), run #{v['run']}"
+                        f"{' for ' + v['hypothesis'] if v.get('hypothesis') else ''}: {how}")
+                out.setdefault(ov["issue"], []).append(said)
+    return out
 
 
 def _verifier(inv, args: argparse.Namespace, target, entry_id: str):
@@ -106,8 +141,14 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
             app = inv.state.applications[asyncio.run(revert())]
             assert app.overlay is not None
-            print(f"reverted upgrade #{app.id}: the overlay {app.overlay['path']} on {target.name} is removed; runs "
-                  f"there import {entry.package} from the environment again (it was never written)")
+            still = [a for a in inv.state.applications.values() if a.active and a.target == target.name and a.overlay
+                     and a.overlay["package"] == entry.package]
+            other = still[-1].overlay if still else None
+            where = (f"upgrade #{still[-1].id} ({other['issue']}, {entry.package}=={other['version']}) is still "
+                     f"active there: runs import {entry.package} from its overlay" if other
+                     else f"runs there import {entry.package} from the environment again")
+            print(f"reverted upgrade #{app.id}: the overlay {app.overlay['path']} on {target.name} is removed; {where} "
+                  "(the environment was never written)")
             return 0
         request = None if args.no_verify else _verifier(inv, args, target, entry.id)
 

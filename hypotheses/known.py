@@ -4,7 +4,9 @@ a user's ``.sleuth/known/*.toml`` (same schema), one ``[[issue]]`` table an entr
 Keys: ``id`` (``pytorch#126024``), ``title``, ``package``, ``affected`` (a PEP 440 specifier,
 matched with ``packaging``), ``fixed_in`` (absent while open), ``signature`` (regexes over a
 run's output or error text), ``explains`` (hypothesis ids), ``workarounds`` (remedy ids),
-``source`` (a URL), ``checked`` (the date the entry was last verified against upstream). A
+``source`` (a URL), ``checked`` (the date the entry was last verified against upstream),
+``read`` (what each claim rests on: ``[[issue.read]]`` tables of ``claim``, ``source`` — a URL
+or the file read, in which build — and ``on``, the date it was read). A
 malformed entry is refused at load with ``path:line:col`` (CatalogError), as hypothesis files
 are. Pure: which entries apply to a set of measured versions, which signatures a text shows.
 """
@@ -29,7 +31,7 @@ __all__ = ["KNOWN_DIR", "KnownIssue", "SignatureWatch", "applying", "describe_le
 
 KNOWN_DIR = BUILTIN_DIR / "known"
 _KEYS = {"id", "title", "package", "affected", "fixed_in", "signature", "rule", "probe", "explains", "workarounds",
-         "source", "checked"}
+         "source", "checked", "read"}
 _REQUIRED = ("id", "title", "package", "affected", "source", "checked")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*#[0-9]+$")
 
@@ -49,6 +51,7 @@ class KnownIssue:
     origin: str  # path:line
     rule: Rule | None = None  # over the result fields of *probe*'s runs (the catalog's rule language)
     probe: str | None = None
+    read: tuple[dict[str, str], ...] = ()  # what each claim rests on: claim, source, on (a date)
 
     def applies_to(self, version: str | None) -> bool:
         """Whether the installed *version* of the package is in the affected range (PEP 440:
@@ -78,7 +81,8 @@ class KnownIssue:
                 "fixed_in": str(self.fixed_in) if self.fixed_in else None,
                 "signature": [p.pattern for p in self.signature], "explains": list(self.explains),
                 "workarounds": list(self.workarounds), "source": self.source, "checked": self.checked.isoformat(),
-                "origin": self.origin, **({"rule": self.rule.source, "probe": self.probe} if self.rule else {})}
+                "origin": self.origin, "read": [dict(r) for r in self.read],
+                **({"rule": self.rule.source, "probe": self.probe} if self.rule else {})}
 
 
 def load_known(user_dirs: Iterable[Path] = ()) -> dict[str, KnownIssue]:
@@ -252,7 +256,11 @@ def _parse(path: Path) -> list[KnownIssue]:
             except InvalidVersion:
                 raise loc.error(f"fixed_in {table['fixed_in']!r} is not a version", str(table["fixed_in"]), start) from None
         signature = []
-        for pattern in table.get("signature", []):
+        patterns = table.get("signature", [])
+        if not isinstance(patterns, list) or not all(isinstance(x, str) for x in patterns):
+            # a bare string would be read a character at a time: one-letter regexes match everything
+            raise loc.error("signature must be a list of regular expressions: signature = ['…']", "signature", start)
+        for pattern in patterns:
             try:
                 signature.append(re.compile(str(pattern)))
             except re.error as exc:
@@ -277,8 +285,16 @@ def _parse(path: Path) -> list[KnownIssue]:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise loc.error(f"{key} must be a list of ids", key, start)
             lists[key] = tuple(value)
+        read = []
+        for claim in table.get("read", []):
+            if not isinstance(claim, dict) or set(claim) - {"claim", "source", "on"} or \
+                    not all(str(claim.get(k) or "").strip() for k in ("claim", "source", "on")):
+                raise loc.error("each [[issue.read]] says claim = \"…\", source = \"…\" (a URL, or the file read and "
+                                "in which build) and on = YYYY-MM-DD (when it was read)", "read", start)
+            read.append({"claim": str(claim["claim"]).strip(), "source": str(claim["source"]).strip(),
+                         "on": str(claim["on"])})
         out.append(KnownIssue(ident, str(table["title"]), str(table["package"]), affected, fixed, tuple(signature),
                               lists["explains"], lists["workarounds"], str(table["source"]), checked, here, rule,
-                              str(table["probe"]) if rule is not None else None))
+                              str(table["probe"]) if rule is not None else None, tuple(read)))
         start += 1
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from sleuth.hypotheses import CatalogError, load_catalog
 from sleuth.hypotheses.known import applying, load_known
 
@@ -17,14 +18,23 @@ SEED_ERROR = ("RuntimeError: Detected that you are using FX to symbolically trac
 def test_the_shipped_thread_safety_entry_applies_to_the_builds_that_still_have_the_race():
     known = load_known()
     entry = known["pytorch#126024"]
-    assert entry.package == "torch" and entry.fixed_in is None  # open: no release names a fix
+    assert entry.package == "torch" and str(entry.fixed_in) == "2.14.0"  # read in the 2.14.0 wheel (issue 33)
     assert entry.source == "https://github.com/pytorch/pytorch/issues/126024" and entry.checked.year >= 2026
     for version in ("2.13.0+cpu", "2.11.0+cu128", "2.11.0+cu130", "2.4.0.dev20240417+cpu"):
         assert entry.applies_to(version), version
-    assert not entry.applies_to("1.13.1") and not entry.applies_to(None) and not entry.applies_to("not a version")
+    for version in ("2.14.0", "2.14.1+cu130", "1.13.1", None, "not a version"):
+        assert not entry.applies_to(version), version
     assert entry.seen_in(SEED_ERROR) and not entry.seen_in("CUDA out of memory")
+    assert all(r["claim"] and r["source"] and r["on"] for r in entry.read) and len(entry.read) >= 3
+    assert any("CURRENT_PATCHER" in r["claim"] and "still open" in r["claim"] for r in entry.read)
+    face = known["pytorch#184917"]  # 2.14's face, seen on 2.14.1 (the drafter's --race compile)
+    tail = '  File ".../torch/fx/traceback.py", line 363, in annotate\n    del current_meta["custom"]\nKeyError: \'custom\''
+    assert face.applies_to("2.14.1+cu130") and face.applies_to("2.13.0+cpu") and face.fixed_in is None
+    assert face.seen_in(tail) and not face.seen_in("KeyError: 'custom_op'") and not face.seen_in(SEED_ERROR)
     assert {e.id for e in applying(known, {"Torch": "2.11.0+cu128", "triton": "3.5.0"})} == {
         "pytorch#126024", "pytorch#136261", "pytorch#101027"}  # in range; each still needs its signature or rule
+    assert {e.id for e in applying(known, {"torch": "2.14.1+cu130"})} == {
+        "pytorch#184917", "pytorch#136261", "pytorch#101027"}
     assert applying(known, {"triton": "3.5.0"}) == []
 
 
@@ -89,6 +99,9 @@ def test_a_users_entry_applies_inside_its_range_only(tmp_path: Path):
          2, "expected PROJECT#NUMBER"),
         ('[[issue]]\nid = "x#1"\ntitle = "t"\npackage = "p"\naffected = ">=1"\nsource = "s"\nchecked = "2026-01-01"\n'
          'signature = ["(unclosed"]\n', 8, "not a regular expression"),
+        # issue 33: a bare string was read a character at a time (one-letter regexes match anything)
+        ('[[issue]]\nid = "x#1"\ntitle = "t"\npackage = "p"\naffected = ">=1"\nsource = "s"\nchecked = "2026-01-01"\n'
+         'signature = "KeyError: .custom."\n', 8, "signature must be a list of regular expressions"),
     ],
 )
 def test_a_malformed_entry_is_refused_with_its_file_and_line(tmp_path: Path, body: str, line: int, words: str):
@@ -120,11 +133,18 @@ def test_sleuth_known_lists_what_applies_to_the_targets_measured_versions(tmp_pa
         '[[issue]]\nid = "acme/tools#2"\ntitle = "out of range"\npackage = "pytest"\naffected = "<1.0"\n'
         'source = "https://example.invalid/2"\nchecked = 2026-12-01\n')
     rows = {r["id"]: r for r in json.loads(sleuth(d, "known", "--target", "local", "--json").stdout)}
-    assert rows["pytorch#126024"]["measured"] == torch.__version__ and rows["pytorch#126024"]["fixed_in"] is None
-    assert rows["pytorch#126024"]["source"].endswith("/issues/126024")
-    assert rows["acme/tools#1"]["measured"] == pytest_version and "acme/tools#2" not in rows
     text = sleuth(d, "known").stdout
-    assert f"local: torch {torch.__version__} is in >=2.0; no fixed-in release known" in text
+    # every torch from 2.13 has fx traceback's global metadata (2.14's face of the race)
+    assert rows["pytorch#184917"]["measured"] == torch.__version__ and rows["pytorch#184917"]["fixed_in"] is None
+    assert f"local: torch {torch.__version__} is in >=2.13; no fixed-in release known" in text
+    if Version(torch.__version__) < Version("2.14"):  # the seed's face: fixed in 2.14.0, read in its wheel
+        assert rows["pytorch#126024"]["measured"] == torch.__version__ and rows["pytorch#126024"]["fixed_in"] == "2.14.0"
+        assert rows["pytorch#126024"]["source"].endswith("/issues/126024")
+        assert f"local: torch {torch.__version__} is in <2.14,>=2.0; fixed in 2.14.0" in text
+        assert "· fixed in 2.14.0: the flag is thread-local" in text and "torch-2.14.0 (git 08187d9e)" in text
+    else:  # on 2.14: the seed's entry no longer applies
+        assert "pytorch#126024" not in rows
+    assert rows["acme/tools#1"]["measured"] == pytest_version and "acme/tools#2" not in rows
     assert {r["id"] for r in json.loads(sleuth(d, "known", "--all", "--json").stdout)} >= {"acme/tools#2", "pytorch#126024"}
     (d / ".sleuth" / "known" / "bad.toml").write_text('[[issue]]\nid = "x#1"\naffected = "=>1"\n')
     bad = sleuth(d, "known", check=2)
