@@ -28,6 +28,7 @@ from ..hypotheses.known import KnownIssue, version_of
 from ..probes import ProgramSpec, Runner, Target, execute
 from .errors import InvestigationError
 from .investigation import Investigation
+from .redact import Redactor
 
 __all__ = ["OVERLAY_PROBE", "UpgradeResult", "active_upgrade", "overlay_prefix", "remove_upgrade", "try_upgrade",
            "with_overlay"]
@@ -123,7 +124,7 @@ async def try_upgrade(
         cause = (result or {}).get("cause")
         said = (result or {}).get("reason") or "the overlay script said nothing"
         if cause == "index-unreachable":
-            where = index_url or "the package index pip is configured with"
+            where = Redactor().redact_text(index_url) if index_url else "the package index pip is configured with"
             classification, reason = "transport", f"pip could not reach {where} from {target.name}: {said}"
         elif cause == "not-found":
             classification, reason = "failed", f"{entry.package}=={want} is not on the index pip read: {said}"

@@ -48,7 +48,11 @@ _TOKEN_PREFIXES = tuple(start for start, _rest in _SHAPE_PARTS)
 # memmem and the writer's batching 105–145 MB/s, 0.60–0.74× on this noisy 2-core VM,
 # bench/probe_latency.py). Smaller data stays with ``in`` (no call overhead).
 _MEMMEM_FROM = 1 << 16
-_TOKEN_CHARS = re.compile(rb"[A-Za-z0-9_\-+/=.]*\Z")
+# Credentials in a URL's userinfo (https://user:token@pypi.corp/simple, an --index-url): the
+# user and password are replaced, the scheme and host kept, as pip itself shows them.
+# Searched only where "://" is in the data (one more pass over output).
+_URL_CREDENTIALS = re.compile(rb"(?<=://)[^\s/@:'\"<>]+:[^\s/@'\"<>]+(?=@)")
+_TOKEN_CHARS = re.compile(rb"[A-Za-z0-9_\-+/=.:@%~]*\Z")  # : @ % ~: a URL's userinfo is held whole
 _MIN_SECRET = 6  # shorter values ("1", "true") would redact half the output
 
 
@@ -129,13 +133,13 @@ class Redactor:
     @property
     def holdback(self) -> int:
         """How many trailing bytes a stream writer may hold so no secret is split."""
-        return max(self._longest, 64)
+        return max(self._longest, 256)
 
     def finds_any(self, data: bytes) -> bool:
         """Whether redact_bytes could change *data*: a secret value or a token's start is in it."""
         return any(contains(data, value) for value, _label in self._ordered) or any(
             contains(data, prefix) for prefix in _TOKEN_PREFIXES
-        )
+        ) or (contains(data, b"://") and _URL_CREDENTIALS.search(data) is not None)
 
     def redact_bytes(self, data: bytes) -> bytes:
         for value, label in self._ordered:
@@ -144,6 +148,8 @@ class Redactor:
         present = [shape for start, shape in _SHAPES if contains(data, start)]
         if present:
             data = _replace_shapes(data, present)
+        if contains(data, b"://"):
+            data = _URL_CREDENTIALS.sub(b"<redacted:url-credentials>", data)
         return data
 
     def redact_text(self, text: str) -> str:

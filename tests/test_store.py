@@ -345,3 +345,28 @@ _JSONISH = st.recursive(
 def test_redact_keys_replaces_exactly_what_the_plain_walk_replaces(data):
     red = Redactor({})
     assert red.redact_keys(data) == _redact_keys_walk(data)
+
+
+def test_credentials_in_an_index_url_never_reach_the_store(tmp_path):
+    """Issue 33: `sleuth upgrade --index-url https://user:token@host/simple` stored the URL
+    verbatim in the run's parameters and its reason. The userinfo is replaced everywhere (the
+    scheme and host kept, as pip shows them), in events and in output split at any byte."""
+    url = "https://alice:s3cr3t-Tok3n_99@pypi.corp.example/simple"
+    red = Redactor({})
+    with Store.create(tmp_path / "s.sleuth", red) as store:
+        store.append("run.started", {"params": {"index_url": url}, "reason": f"pip could not reach {url}"})
+        data = f"Looking in indexes: {url}\nERROR: could not fetch {url}/torch/\n".encode()
+        for step in (1, 5, 13):
+            cap = store.capture(step)
+            for i in range(0, len(data), step):
+                cap.write("stdout", data[i : i + step])
+            cap.close()
+    raw = (tmp_path / "s.sleuth").read_bytes() + b"".join(w.read_bytes() for w in tmp_path.glob("s.sleuth-wal"))
+    assert b"s3cr3t-Tok3n_99" not in raw and b"alice:" not in raw
+    with Store.open(tmp_path / "s.sleuth", readonly=True) as store:
+        shown = "https://<redacted:url-credentials>@pypi.corp.example/simple"
+        assert next(store.events()).data["params"]["index_url"] == shown
+        for step in (1, 5, 13):
+            assert store.output_bytes(step, "stdout").decode() == data.decode().replace(url, shown)
+    assert red.redact_text("see https://pypi.org/simple and git@github.com:x/y") == \
+        "see https://pypi.org/simple and git@github.com:x/y"

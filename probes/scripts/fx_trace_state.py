@@ -13,7 +13,7 @@ PROBE = {
     "cost": 15,
     "needs": ["torch"],
     "params": {"entry": "examples/drafter/train.py", "args": [], "max_calls": 100000},
-    "reports": ["calls", "flag_set_calls", "overlaps", "tracing_threads", "threads", "shapes", "errors", "mean_call_ms"],
+    "reports": ["calls", "flag_set_calls", "flag_scope", "patcher_seen_calls", "overlaps", "tracing_threads", "threads", "shapes", "errors", "mean_call_ms"],
 }
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
@@ -67,9 +67,30 @@ def mask_spec(bm):
             "block_size": list(bm.BLOCK_SIZE), "mask_mod": getattr(mod, "__name__", None), "mask_module": getattr(mod, "__module__", None)}
 
 
+# torch < 2.14: one process-global flag; 2.14 made it thread-local (pytorch#168999): then the
+# calling thread's own value is read, and what can still cross threads is FX's module
+# patcher (CURRENT_PATCHER, process-global in 2.14.0 and 2.14.1): seen set by a thread that
+# is not tracing itself, another thread's symbolic trace is patching nn.Module.__call__.
+if hasattr(fx_trace, "_get_is_fx_tracing"):
+    FLAG_SCOPE = "thread"
+
+    def tracing_flag():
+        return bool(fx_trace._get_is_fx_tracing())
+else:
+    FLAG_SCOPE = "process"
+
+    def tracing_flag():
+        return bool(fx_trace._is_fx_tracing_flag)
+
+patcher_calls = [0]
+
+
 def instrument(compiled, where):
     def sleuth_recorded(*args, **kwargs):
-        flag = bool(fx_trace._is_fx_tracing_flag)
+        flag = tracing_flag()
+        if getattr(fx_trace, "CURRENT_PATCHER", None) is not None and not flag:
+            with lock:
+                patcher_calls[0] += 1
         compiling = bool(torch.compiler.is_compiling())
         started = time.perf_counter()
         name = threading.current_thread().name
@@ -158,6 +179,8 @@ emit(
     calls=len(calls),
     flag_set_calls=sum(1 for c in calls if c[3] and not c[4]),
     compiling_seen_calls=sum(1 for c in calls if c[4]),
+    flag_scope=FLAG_SCOPE,
+    patcher_seen_calls=patcher_calls[0],
     overlaps=overlaps,
     traces=len(traces),
     tracing_threads=sorted({t[0] for t in traces}),
