@@ -75,7 +75,7 @@ if hasattr(fx_trace, "_get_is_fx_tracing"):
     FLAG_SCOPE = "thread"
 
     def tracing_flag():
-        return bool(fx_trace._get_is_fx_tracing())
+        return bool(fx_trace._get_is_fx_tracing())  # pyright: ignore[reportAttributeAccessIssue]  # 2.14+ only
 else:
     FLAG_SCOPE = "process"
 
