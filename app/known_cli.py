@@ -65,6 +65,8 @@ def cmd_known(args: argparse.Namespace) -> int:
 def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:
     """What the current session measured of each entry's fix on *target*: "fixed here by
     upgrade #2 (torch 2.14.1+cu130 imported), run #7: weak: 5 clean trials would make it strong"."""
+    from ..sessions.overlay import describe_contents
+
     path = ws.current_path()
     if path is None or not path.exists():
         return {}
@@ -83,7 +85,9 @@ def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:
                     word = "not fixed here"
                 else:
                     word = "nothing verified here"
+                held = describe_contents(ov, short=True)
                 said = (f"{word} by upgrade #{app.id} ({ov['package']} {imported} imported"
+                        f"{'; the overlay: ' + held if held else ''}"
                         f"{'' if app.active else ', reverted since'}), run #{v['run']}"
                         f"{' for ' + v['hypothesis'] if v.get('hypothesis') else ''}: {how}")
                 out.setdefault(ov["issue"], []).append(said)
@@ -120,7 +124,7 @@ def _verifier(inv, args: argparse.Namespace, target, entry_id: str):
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from ..probes.broker import BrokerClient
     from ..sessions import run_probe
-    from ..sessions.overlay import remove_upgrade, try_upgrade
+    from ..sessions.overlay import describe_contents, describe_plan, remove_upgrade, try_upgrade
     from .timeline import run_findings
     from .views import verified_by
 
@@ -147,17 +151,22 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             where = (f"upgrade #{still[-1].id} ({other['issue']}, {entry.package}=={other['version']}) is still "
                      f"active there: runs import {entry.package} from its overlay" if other
                      else f"runs there import {entry.package} from the environment again")
-            print(f"reverted upgrade #{app.id}: the overlay {app.overlay['path']} on {target.name} is removed; {where} "
-                  "(the environment was never written)")
+            held = describe_contents(app.overlay, short=True)
+            print(f"reverted upgrade #{app.id}: the overlay {app.overlay['path']} on {target.name} is removed"
+                  + (f" ({held})" if held else "") + f"; {where} (the environment was never written)")
             return 0
         request = None if args.no_verify else _verifier(inv, args, target, entry.id)
 
         async def go():
             agents = BrokerClient(ws.dir)
             try:
+                def planned(plan: dict) -> None:
+                    if not args.json:
+                        print(f"before the install: {describe_plan(plan, entry.package)}", file=sys.stderr, flush=True)
+
                 made = await try_upgrade(inv, target, entry, version=args.version, no_deps=args.no_deps,
                                          index_url=args.index_url, find_links=args.find_links, no_index=args.no_index,
-                                         runner=agents)
+                                         runner=agents, on_plan=planned)
                 report = None
                 if made.application is not None and request is not None:
                     report = await run_probe(inv, target, request, force=True, runner=agents)
@@ -179,6 +188,9 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         assert made.overlay is not None
         lines = [f"#{made.run} upgrade on {target.name}: {made.reason} (application #{app.id}; {entry.package} in "
                  f"the environment: {made.installed_before or 'not installed'}, untouched)"]
+        held = describe_contents(made.overlay)
+        if held:
+            lines.append(f"  {held}")
         if report is not None:
             data = report.to_json(inv)
             data["findings"] = run_findings(inv.state, report.run)
@@ -192,6 +204,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             said = verified_by(inv.state, report.run)
             lines += [f"  ✔ {s}" for s in said] or [f"  no verification: #{report.run} did not ask what showed "
                                                    f"{entry.id} before (see the notes: sleuth events)"]
+            if held:
+                lines.append(f"  (judged under that whole overlay: {describe_contents(made.overlay, short=True)})")
             out["verification"] = {**data, "verified": [v for v in app.verifications if v["run"] == report.run]}
         lines.append(f"revert: sleuth upgrade --revert {entry.id} --target {target.name} (removes the overlay)")
         if args.json:

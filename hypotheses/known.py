@@ -202,6 +202,24 @@ def fix_words(m: Mapping[str, object]) -> str:
     return f"no fixed-in release known as of {m.get('checked')}"
 
 
+def describe_standing(entry: KnownIssue, versions: Mapping[str, str], matched_by: list[int]) -> str:
+    """Where *entry* stands on a target whose measured distributions are *versions*: matched by
+    runs, in range but its symptom not seen, or out of range (with the fix, where there is one)."""
+    version = version_of(versions, entry.package)
+    fix = fix_words(entry.to_dict())
+    if version is None:
+        return f"{entry.id}: {entry.package} is not installed here ({fix})"
+    if not entry.applies_to(version):
+        return f"{entry.id}: {entry.package} {version} here is outside {entry.affected} ({fix})"
+    where = f"{entry.package} {version} here is in {entry.affected}; {fix}"
+    if matched_by:
+        return f"{entry.id}: {where}; matched by {', '.join(f'#{r}' for r in matched_by)}"
+    if entry.signature or entry.rule is not None:
+        what = "its signature" if entry.signature else f"its rule ({entry.rule.source if entry.rule else ''})"
+        return f"{entry.id}: {where}; {what} not seen in this session's runs"
+    return f"{entry.id}: {where}"
+
+
 def describe_match(m: Mapping[str, object], *, with_source: bool = True) -> str:
     """One match in words, the same everywhere (timeline, `probe run`, postmortem)."""
     how = "its signature is in the output" if m.get("seen") else "no signature: the versions alone"

@@ -31,6 +31,94 @@ def root():
     return os.path.join(base, "sleuth", "overlays")
 
 
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def in_environment(name):
+    """The version of *name* this interpreter imports without the overlay (None: not installed)."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return None
+    try:
+        return metadata.version(name)
+    except Exception:
+        return None
+
+
+def plan(cmd, top, env):
+    """Before the install: what pip will put in the overlay (a dry run's report, pip >= 22.2),
+    each with the version the environment has of it; said as a record, never a failure."""
+    report = os.path.join(top, "plan.json")
+    dry = [a for a in cmd if a != "-vv"]
+    dry[dry.index("install") + 1:dry.index("install") + 1] = ["--dry-run", "--quiet", "--report", report]
+    try:
+        proc = subprocess.run(dry, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, universal_newlines=True)
+        with open(report) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        emit("plan", known=False, reason="pip's dry run said nothing readable (%s)" % (exc.__class__.__name__,))
+        return
+    finally:
+        if os.path.exists(report):
+            os.remove(report)
+    if proc.returncode != 0:
+        emit("plan", known=False, reason="pip's dry run failed (exit %d)" % proc.returncode)
+        return
+    dists = []
+    for item in data.get("install") or []:
+        meta = item.get("metadata") or {}
+        name = meta.get("name") or "?"
+        dists.append({"name": name, "version": meta.get("version"), "environment": in_environment(name),
+                      "requested": bool(item.get("requested"))})
+    emit("plan", known=True, distributions=dists)
+
+
+def tree_bytes(path):
+    total = 0
+    for base, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(base, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def installed(site):
+    """Every distribution pip put in *site*: name, version, its files' bytes (from RECORD) and
+    the version the environment has of it (what the overlay shadows)."""
+    found = []
+    for entry in sorted(os.listdir(site)):
+        if not entry.endswith(".dist-info"):
+            continue
+        info = os.path.join(site, entry)
+        name, version = entry[:-len(".dist-info")].rpartition("-")[::2]
+        try:
+            with open(os.path.join(info, "METADATA"), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if not line.strip():
+                        break
+                    if line.startswith("Name:"):
+                        name = line[5:].strip()
+                    elif line.startswith("Version:"):
+                        version = line[8:].strip()
+        except OSError:
+            pass
+        size = 0
+        try:
+            with open(os.path.join(info, "RECORD"), encoding="utf-8", errors="replace") as f:
+                for row in f:
+                    cells = row.rstrip("\n").rsplit(",", 2)
+                    if len(cells) == 3 and cells[2].isdigit():
+                        size += int(cells[2])
+        except OSError:
+            size = None
+        found.append({"name": name, "version": version, "bytes": size, "environment": in_environment(name)})
+    return found
+
+
 def make(p):
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", "%s-%s-%s" % (p["issue"], p["package"], p["version"]))[:80]
     top = os.path.join(root(), "%s-%d-%d" % (name, int(time.time()), os.getpid()))
@@ -54,6 +142,7 @@ def make(p):
         cmd.append("--no-index")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PIP_NO_INPUT="1")
     env.pop("PYTHONPATH", None)
+    plan(cmd, top, env)
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, universal_newlines=True)
     except OSError as exc:
@@ -63,7 +152,8 @@ def make(p):
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
     if proc.returncode == 0:
-        emit("result", ok=True, path=top, site=site, command=cmd)
+        emit("result", ok=True, path=top, site=site, command=cmd, distributions=installed(site),
+             bytes=tree_bytes(site))
         return
     shutil.rmtree(top, ignore_errors=True)  # nothing half-made is left behind
     text = proc.stderr + proc.stdout

@@ -17,6 +17,7 @@ kept. An index that cannot be reached is a ``transport`` classification, never e
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from .errors import InvestigationError
 from .investigation import Investigation
 from .redact import Redactor
 
-__all__ = ["OVERLAY_PROBE", "UpgradeResult", "active_upgrade", "overlay_prefix", "remove_upgrade", "try_upgrade",
-           "with_overlay"]
+__all__ = ["OVERLAY_PROBE", "UpgradeResult", "active_upgrade", "describe_contents", "describe_plan", "overlay_prefix",
+           "remove_upgrade", "try_upgrade", "with_overlay"]
 
 OVERLAY_PROBE = "upgrade"
 _SOURCE = (Path(__file__).resolve().parent.parent / "probes" / "overlay_src.py")
@@ -50,6 +51,72 @@ def overlay_prefix(inv: Investigation, target: str) -> tuple[str, ...]:
 def with_overlay(spec: ProgramSpec, prefix: tuple[str, ...]) -> ProgramSpec:
     """*spec* run under the overlays *prefix*: first on the path, in a fresh interpreter."""
     return replace(spec, path_prefix=prefix, fork=False) if prefix else spec
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "size unknown"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _names(dists: list[dict[str, Any]], shown: int = 8) -> str:
+    def one(d: dict[str, Any]) -> str:
+        env = d.get("environment")
+        was = f" over the environment's {env}" if env and env != d.get("version") else (
+            " (the environment has the same)" if env else "")
+        return f"{d['name']} {d.get('version') or '?'}{was}"
+
+    # what replaces something the environment has first: that is what changes behaviour
+    ordered = sorted(dists, key=lambda d: (not d.get("environment"), -(d.get("bytes") or 0), d["name"]))
+    text = ", ".join(one(d) for d in ordered[:shown])
+    return text + (f" and {len(ordered) - shown} more" if len(ordered) > shown else "")
+
+
+def _split(dists: list[dict[str, Any]], package: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    asked = [d for d in dists if _canonical(d["name"]) == _canonical(package)]
+    return asked, [d for d in dists if _canonical(d["name"]) != _canonical(package)]
+
+
+def describe_plan(plan: dict[str, Any], package: str) -> str:
+    """What pip will put in the overlay, said before the install."""
+    if not plan.get("known"):
+        return f"what pip will put in the overlay besides {package} is not known beforehand: {plan.get('reason')}"
+    _asked, others = _split(plan.get("distributions") or [], package)
+    if not others:
+        return f"pip will put {package} alone in the overlay"
+    shadowing = sum(1 for d in others if d.get("environment"))
+    return (f"pip will put {len(others)} more distribution(s) in the overlay besides {package} ({shadowing} of them "
+            f"shadow the environment's own): {_names(others)}")
+
+
+def describe_contents(overlay: dict[str, Any], *, short: bool = False) -> str:
+    """What the overlay holds besides the package asked for: count, size, names (*short*: count
+    and size only); '' where the install said nothing of it (an overlay made before sleuth
+    listed them)."""
+    dists = overlay.get("distributions")
+    if dists is None:
+        return ""
+    package = overlay["package"]
+    asked, others = _split(dists, package)
+    total = overlay.get("bytes")
+    version = asked[0].get("version") if asked else overlay.get("version")
+    if not others:
+        return f"{package} {version} alone ({_size(total)})" if short else \
+            f"the overlay holds {package} {version} alone ({_size(total)})"
+    other_bytes = sum(d.get("bytes") or 0 for d in others)
+    whole = f"{package} {version} and {len(others)} more distribution(s), {_size(other_bytes)} of {_size(total)}"
+    if short:
+        return whole
+    shadowing = sum(1 for d in others if d.get("environment"))
+    return (f"the overlay holds {whole} ({shadowing} of them shadow the environment's own): {_names(others)}; "
+            f"what is tried is all of them, not {package} alone")
 
 
 def active_upgrade(inv: Investigation, target: str, issue: str) -> Any:
@@ -81,10 +148,12 @@ async def try_upgrade(
     no_index: bool = False,
     runner: Runner | None = None,
     timeout: float = 900.0,
+    on_plan: Callable[[dict[str, Any]], None] | None = None,
 ) -> UpgradeResult:
     """Make the overlay with ``entry.package==version`` (default: the entry's fixed_in) on
     *target* and record it as an application of ``upgrade``; a pip that fails or an index
-    that cannot be reached is said (the run's classification and reason), nothing applied."""
+    that cannot be reached is said (the run's classification and reason), nothing applied.
+    *on_plan* hears, before pip installs, what it will put in the overlay (a dry run's list)."""
     want = version or (str(entry.fixed_in) if entry.fixed_in else None)
     if want is None:
         raise InvestigationError(f"{entry.id} has no fixed-in release known (checked {entry.checked}): give the "
@@ -110,7 +179,11 @@ async def try_upgrade(
     spec = ProgramSpec(probe=OVERLAY_PROBE, source=_source(), filename="overlay.py", params=params, fork=False)
     done = False
     try:
-        outcome = await execute(target, spec, capture, runner=runner, timeout=timeout)
+        def heard(record: dict[str, Any]) -> None:
+            if record.get("kind") == "plan" and on_plan is not None:
+                on_plan(record)
+
+        outcome = await execute(target, spec, capture, runner=runner, timeout=timeout, on_record=heard)
         done = True
     finally:
         capture.close(complete=done)
@@ -142,6 +215,9 @@ async def try_upgrade(
     overlay = {"issue": entry.id, "package": entry.package, "version": want, "path": result["path"],
                "site": result["site"], "explains": hypotheses, "affected": str(entry.affected),
                "installed_before": before, "install_run": start.run}
+    if isinstance(result.get("distributions"), list):
+        overlay["distributions"] = result["distributions"]
+        overlay["bytes"] = result.get("bytes")
     app = inv.record_application(OVERLAY_PROBE, target.name, [], hypotheses[0] if hypotheses else None,
                                  overlay=overlay)
     return UpgradeResult(start.run, classification, reason, app, overlay, before)

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import drafter_split
 import pytest
-import torch  # noqa: F401  (the kit needs real torch: no skip)
+import torch  # the kit needs real torch: no skip
+from conftest import seed_race_shows_here
+from packaging.version import Version
+from sleuth.hypotheses.known import load_known
 from test_cli import sleuth
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +44,13 @@ def test_fx_trace_race_reproduces_and_the_lock_removes_it(project):
     before = (project / "drafter" / "model.py").read_bytes()
     summary, proc = drafter(project, "--trials", "10", "--steps", "8")
     failing = [t for t in summary["trials"] if t["errors"].get("RuntimeError")]
-    assert len(failing) >= 9, summary["trials"]
-    assert proc.returncode == 1 and FX_ERROR in proc.stderr
+    seed = load_known()["pytorch#126024"]
+    if seed_race_shows_here():
+        assert len(failing) >= 9, summary["trials"]
+        assert proc.returncode == 1 and FX_ERROR in proc.stderr
+    else:  # the catalog says this face is fixed in the torch here (2.14.0+): then it must not show
+        assert seed.fixed_in is not None and Version(Version(torch.__version__).public) >= seed.fixed_in
+        assert failing == [] and FX_ERROR not in proc.stderr, (torch.__version__, summary["trials"])
     single, _ = drafter(project, "--threads", "1", "--steps", "8")
     assert single["errors"] == {} and single["steps"] == 8
 
@@ -94,8 +102,13 @@ def test_probes_tell_the_hypotheses_apart(project, tmp_path):
     )
     assert race["classification"] == "completed", race["reason"]
     result = next(r for r in race["records"] if r["kind"] == "result")
-    assert result["fx_trace_errors"] > 0 and result["control_fx_trace_errors"] == 0
-    assert {"hypothesis": "compile-race", "verdict": "supports"} in race["evidence"]
+    races = seed_race_shows_here()
+    if races:
+        assert result["fx_trace_errors"] > 0 and result["control_fx_trace_errors"] == 0
+        assert {"hypothesis": "compile-race", "verdict": "supports"} in race["evidence"]
+    else:  # torch 2.14+: the seed's face is fixed; the reproduction says so, nothing supports the race
+        assert result["fx_trace_errors"] == 0 and result["control_fx_trace_errors"] == 0, result
+        assert {"hypothesis": "compile-race", "verdict": "supports"} not in race["evidence"], race["evidence"]
 
     first = json.loads(sleuth(project, "probe", "run", "env-fingerprint", "--json").stdout)
     sleuth(project, "baseline", f"#{first['run_id']}")
@@ -114,7 +127,7 @@ def test_probes_tell_the_hypotheses_apart(project, tmp_path):
     assert cache["cold"] is True and cache["entries"] == 0
     assert cache["caches"]["inductor"]["path"] == f"{fresh}/inductor"
     hyps = {h["id"]: h for h in json.loads(sleuth(project, "hypotheses", "--json").stdout)}
-    assert hyps["compile-race"]["status"] == "supported"
+    assert hyps["compile-race"]["status"] == ("supported" if races else "refuted")
     assert hyps["version-drift"]["status"] == "refuted"
     assert hyps["cache-invalidation"]["status"] == "supported"
 
@@ -136,7 +149,8 @@ def test_the_race_split_across_modules_is_gone_under_one_lock(project, how):
     split(project)
     originals = {p.name: p.read_bytes() for p in (project / "drafter").glob("*.py")}
     summary, proc = drafter(project, "--trials", "4", "--steps", "8")
-    assert sum(1 for t in summary["trials"] if t["errors"].get("RuntimeError")) >= 3, summary["trials"]
+    failing = sum(1 for t in summary["trials"] if t["errors"].get("RuntimeError"))
+    assert failing >= 3 if seed_race_shows_here() else failing == 0, summary["trials"]  # 2.14+: fixed upstream
     if how == "two applies":
         sleuth(project, "remedy", "apply", "lock", "drafter/model.py")
         sleuth(project, "remedy", "apply", "lock", "drafter/features.py")

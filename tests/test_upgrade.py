@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,79 @@ def test_an_index_that_cannot_be_reached_is_a_transport_answer_and_records_nothi
                      "--find-links", str(far["wheels"]), "--no-index", check=1)
     assert "sleuth: failed: sleuth-demo-pkg==3.0 is not on the index pip read" in missing.stderr
     assert overlays(far) == []
+
+
+VERSIONS_ONLY = """\
+[[issue]]
+id = "acme/demo#8"
+title = "sleuth-demo-pkg 1.x is slow at import"
+package = "sleuth-demo-pkg"
+affected = "<2.0"
+fixed_in = "2.0"
+explains = ["demo-leak"]
+source = "https://example.invalid/acme/demo/8"
+checked = 2026-12-06
+"""
+
+
+@pytest.fixture(scope="module")
+def far_with_deps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """As *far*, but the fixed release is a local build (2.0+cu130, as PyTorch's own index labels
+    its wheels) that needs a newer sleuth-demo-dep than the venv has: what pip puts in the overlay
+    is more than the package asked for, and it shadows the venv's own dep."""
+    root = tmp_path_factory.mktemp("far-deps")
+    wheels = root / "wheels"
+    wheels.mkdir()
+    one = wheel(wheels, "sleuth-demo-pkg", "1.0", requires=("sleuth-demo-dep",))
+    dep = wheel(wheels, "sleuth-demo-dep", "1.0")
+    wheel(wheels, "sleuth-demo-pkg", "2.0+cu130", requires=("sleuth-demo-dep>=2",))
+    wheel(wheels, "sleuth-demo-dep", "2.0")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "-q", "install", "--no-index", str(one), str(dep)],
+                   check=True)
+    return {"venv": venv, "wheels": wheels, "cache": root / "cache"}
+
+
+@pytest.mark.slow
+def test_an_overlay_says_what_else_it_shadows_a_local_build_takes_and_known_says_the_fix(tmp_path, sshd, far_with_deps):
+    """Issue 33: the 2.14.1 overlay was 5.4 GB (triton, every nvidia-*) and nothing said so; a
+    build labelled 2.14.1+cu128 read as "did not take"; `sleuth known` said nothing of the fix
+    just measured; the revert said "from the environment again" with another overlay of the
+    same package still active."""
+    far = far_with_deps
+    d = project(tmp_path, sshd, far)
+    (d / ".sleuth" / "known" / "demo8.toml").write_text(VERSIONS_ONLY)
+    sleuth(d, "probe", "run", "--script", "check.py", "--target", "ct200")
+    before = venv_print(far["venv"])
+
+    made = sleuth(d, "upgrade", "acme/demo#7", "--target", "ct200", "--script", "check.py",  # no --version: fixed_in
+                  "--find-links", str(far["wheels"]), "--no-index")
+    assert ("before the install: pip will put 1 more distribution(s) in the overlay besides sleuth-demo-pkg (1 of "
+            "them shadow the environment's own): sleuth-demo-dep 2.0 over the environment's 1.0") in made.stderr
+    out = made.stdout
+    assert "the overlay holds sleuth-demo-pkg 2.0+cu130 and 1 more distribution(s)" in out, out
+    assert "sleuth-demo-dep 2.0 over the environment's 1.0; what is tried is all of them" in out, out
+    assert "sleuth-demo-pkg 2.0+cu130 imported" in out and "did not take" not in out, out
+    assert "✔ verified upgrade #1 for demo-leak: fixed" in out, out
+    assert "(judged under that whole overlay: sleuth-demo-pkg 2.0+cu130 and 1 more distribution(s)" in out, out
+    [overlay] = overlays(far)
+    assert sorted(p.name for p in (overlay / "site").glob("*.dist-info")) == [
+        "sleuth_demo_dep-2.0.dist-info", "sleuth_demo_pkg-2.0+cu130.dist-info"]
+
+    known = sleuth(d, "known", "--target", "ct200").stdout
+    assert re.search(r"fixed here by upgrade #1 \(sleuth-demo-pkg 2\.0\+cu130 imported; the overlay: sleuth-demo-pkg "
+                     r"2\.0\+cu130 and 1 more distribution\(s\), [0-9.]+ \w?B of [0-9.]+ \w?B\), run #3 for demo-leak: strong",
+                     known), known
+    rows = {r["id"]: r for r in json.loads(sleuth(d, "known", "--target", "ct200", "--json").stdout)}
+    assert rows["acme/demo#7"]["measured_here"] and rows["acme/demo#8"]["measured_here"] == []
+
+    sleuth(d, "upgrade", "acme/demo#8", "--target", "ct200", "--no-verify", "--find-links", str(far["wheels"]),
+           "--no-index")
+    first = sleuth(d, "upgrade", "--revert", "acme/demo#8", "--target", "ct200").stdout
+    assert ("upgrade #1 (acme/demo#7, sleuth-demo-pkg==2.0) is still active there: runs import sleuth-demo-pkg from "
+            "its overlay") in first and "from the environment again" not in first, first
+    last = sleuth(d, "upgrade", "--revert", "acme/demo#7", "--target", "ct200").stdout
+    assert "(sleuth-demo-pkg 2.0+cu130 and 1 more distribution(s)" in last and \
+        "runs there import sleuth-demo-pkg from the environment again" in last, last
+    assert overlays(far) == [] and venv_print(far["venv"]) == before

@@ -24,13 +24,14 @@ from test_cli import sleuth
 FP = ("probe", "run", "env-fingerprint", "--target", "gpu", "--param", "import_torch=false", "--json")
 
 
-def wheel(out: Path, name: str, version: str) -> Path:
+def wheel(out: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
     """A real wheel of a one-module package (made by hand: no build backend, no network)."""
     mod = name.replace("-", "_")
     info = f"{mod}-{version}.dist-info"
+    needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         f"{mod}/__init__.py": f"VERSION = {version!r}\n".encode(),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}".encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: sleuth-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
