@@ -98,7 +98,7 @@ def _verifier(inv, args: argparse.Namespace, target, entry_id: str):
     """The run request that verifies the upgrade: --probe / --script, else the check of the
     latest run on the target that showed the issue, with its parameters."""
     from ..probes import builtin_probes
-    from ..sessions import request_for_probe
+    from ..sessions import request_for_probe, verify_params
     from .probe_cli import _params, _probe
 
     config = load_config(Workspace.find().config_path)
@@ -117,6 +117,8 @@ def _verifier(inv, args: argparse.Namespace, target, entry_id: str):
         raise UsageError(f"#{run.id}, the latest run that showed {entry_id}, ran {run.probe}: give it again to verify "
                          "with (--script FILE), or --probe ID")
     params = {k: v for k, v in run.params.items() if k != "baseline_run"}
+    # a race: enough trials that a clean result would be strong, given how often it failed before
+    params.update(verify_params(inv.state, run))
     params.update(_params(args.param))
     return request_for_probe(inv, probes[run.probe], target, params)
 

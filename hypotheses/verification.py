@@ -40,7 +40,8 @@ def outcome_words(outcome: object) -> str:
 
 def describe_verifications(remedy: str, app: int, verifications: Iterable[Mapping[str, Any]]) -> list[str]:
     """One application's verifications by one run, in words, hypotheses with the same finding
-    said together: "verified lock #1 for compile-race: fixed (0 of 5 trials failed after; …)"."""
+    said together: "verified lock #1 for compile-race: fixed (0 of 5 trials failed after; …)", or
+    "lock #1 for compile-race: nothing to verify: the failure was not seen before (0 of 1)"."""
     said: dict[tuple[str, str], list[str]] = {}
     for v in verifications:
         if v.get("outcome") == NOTHING_TO_VERIFY:
@@ -52,8 +53,10 @@ def describe_verifications(remedy: str, app: int, verifications: Iterable[Mappin
         name = str(v.get("hypothesis") or v.get("issue") or "")
         if name and name not in names:
             names.append(name)
-    return [f"verified {remedy} #{app}{' for ' + ', '.join(names) if names else ''}: {how}"
-            for (_outcome, how), names in said.items()]
+    # a run that could verify nothing is not said to have "verified" anything
+    return [f"{'' if outcome == NOTHING_TO_VERIFY else 'verified '}{remedy} #{app}"
+            f"{' for ' + ', '.join(names) if names else ''}: {how}"
+            for (outcome, how), names in said.items()]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -85,6 +87,19 @@ _TUI_MODULES = {"test_ui", "test_ui_keys", "test_snapshots", "test_tmux"}
 _TORCH_MODULES = {"test_drafter_race", "test_demo", "test_lock_forms", "test_tmux"}
 
 
+_TORCH_USES = re.compile(r"\bimport torch\b|\bfrom torch\b|\b(ddp_job|lightning_job|hang_job|drafter)\b")
+
+
+def _runs_torch(item: pytest.Item) -> bool:
+    """A test whose own code imports torch or starts one of the torch jobs (DDP, Lightning,
+    the gloo hang job, the drafter): its verdicts may differ on another torch."""
+    fn = getattr(item, "function", None)
+    try:
+        return fn is not None and bool(_TORCH_USES.search(inspect.getsource(fn)))
+    except (OSError, TypeError):
+        return False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers from what a test uses: ``ssh`` (the sshd fixture), ``slurm`` (the cluster),
     ``tui`` (Pilot or tmux), ``torch`` (runs torch); ``slow`` is set on the test itself."""
@@ -97,7 +112,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slurm)
         if module in _TUI_MODULES or "_ui_" in item.name:
             item.add_marker(pytest.mark.tui)
-        if module in _TORCH_MODULES or "torch" in item.name or "compile" in item.name or "dense_fallback" in item.name:
+        if module in _TORCH_MODULES or "torch" in item.name or "compile" in item.name or "dense_fallback" in item.name \
+                or _runs_torch(item):
             item.add_marker(pytest.mark.torch)
 
 

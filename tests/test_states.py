@@ -167,7 +167,7 @@ def test_a_lock_applied_where_the_race_never_failed_verifies_nothing(inv):
     assert said and all(v["outcome"] == "nothing_to_verify" and not v["strong"] for v in said)
     assert inv.state.fixed_by("compile-race") is None and inv.state.status("compile-race") == "refuted"
     assert inv.state.weak_verification("compile-race", "local") is None
-    line = "verified lock #1 for compile-race, concurrent-fx-trace: nothing to verify: the failure was not seen before (0 of 3)"
+    line = "lock #1 for compile-race, concurrent-fx-trace: nothing to verify: the failure was not seen before (0 of 3)"
     assert inv.state.verified_by(after) == [line]
     assert line in str(run_label(inv.state, after))
     assert any("nothing to verify" in str(row) and "fixed" not in str(row).replace("nothing", "")

@@ -414,10 +414,10 @@ async def test_a_known_upstream_issue_shows_in_the_hypothesis_the_run_and_the_ti
         await select(pilot, "hypothesis", "compile-race")
         detail = text_of(app, "#detail")
         assert "OPEN" in detail
-        assert ("known:    pytorch#126024 torch 2.11.0+cu128 in >=2.0 · no fixed-in release known as of "
-                "2026-12-04 · matched by #1 on local (its signature in the output)") in detail
+        assert ("known:    pytorch#126024 torch 2.11.0+cu128 in <2.14,>=2.0 · fixed in 2.14.0 · matched by #1 on "
+                "local (its signature in the output)") in detail
         assert "https://github.com/pytorch/pytorch/issues/126024" in detail
         assert "ⓚ pytorch#126024" in str(node_for(app, "hypothesis", "compile-race").label)
         timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
-        assert any("ⓚ #1 pytorch#126024 torch 2.11.0+cu128 in >=2.0: torch.compile is not thread-safe" in t
+        assert any("ⓚ #1 pytorch#126024 torch 2.11.0+cu128 in <2.14,>=2.0: torch.compile is not thread-safe" in t
                    for t in timeline), timeline
