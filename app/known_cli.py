@@ -163,7 +163,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             agents = BrokerClient(ws.dir)
             try:
                 def planned(plan: dict) -> None:
-                    if not args.json:
+                    if not args.json and not plan.get("failed"):  # a failed dry run: the install says why
                         print(f"before the install: {describe_plan(plan, entry.package)}", file=sys.stderr, flush=True)
 
                 made = await try_upgrade(inv, target, entry, version=args.version, no_deps=args.no_deps,

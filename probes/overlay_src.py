@@ -55,17 +55,17 @@ def plan(cmd, top, env):
     dry[dry.index("install") + 1:dry.index("install") + 1] = ["--dry-run", "--quiet", "--report", report]
     try:
         proc = subprocess.run(dry, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, universal_newlines=True)
+        if proc.returncode != 0:  # the install itself will say why (an index down, no such version)
+            emit("plan", known=False, failed=True, reason="pip's dry run failed (exit %d)" % proc.returncode)
+            return
         with open(report) as f:
             data = json.load(f)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # a pip before 22.2 has no --report
         emit("plan", known=False, reason="pip's dry run said nothing readable (%s)" % (exc.__class__.__name__,))
         return
     finally:
         if os.path.exists(report):
             os.remove(report)
-    if proc.returncode != 0:
-        emit("plan", known=False, reason="pip's dry run failed (exit %d)" % proc.returncode)
-        return
     dists = []
     for item in data.get("install") or []:
         meta = item.get("metadata") or {}

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RunJudging"]
 
+# parameters that size a sample or keep books, never what the experiment is (sessions/judging)
+_SAMPLE_PARAMS = frozenset({"trials", "control", "per_run_timeout", "timeout", "baseline_run", "known_good"})
+
 
 class RunJudging:
     """Judging a finished run: evidence, verifications, oscillation flags."""
@@ -41,6 +44,13 @@ class RunJudging:
                                  for c in changes[:3])
                 return f"{went} on {target} {runs}"
         return f"the {part} of {target} went back to what #{earlier} saw after #{previous} saw another {runs}"
+
+    @staticmethod
+    def _experiment(params: Mapping[str, Any]) -> dict[str, Any]:
+        """What makes two runs of a probe the same experiment: their parameters less the size of
+        the sample and the bookkeeping (a reproduction with --race compile is not the one with
+        the default race, whatever the trials)."""
+        return {k: v for k, v in params.items() if k not in _SAMPLE_PARAMS}
 
     def _judge(self, info: RunInfo, classification: str, fields: dict[str, Any]) -> None:
         for hyp_id in self.state.testing(info.probe):
@@ -112,12 +122,24 @@ class RunJudging:
                             f"not the overlay's {ov['version']}: the overlay did not take, so this run verifies nothing",
                     "about": f"#{info.id}"})
                 continue
-            overlays = {a.digest for a in st.applications.values() if a.overlay is not None}
+            # the sample before: this check on this target under the same remedies but the overlay
+            # (a run under the lock and the overlay compares with runs under the lock alone)
+            others = set(info.remedies) - {app.digest}
+            same = self._experiment(info.params)
             before = [r for r in st.runs.values() if r.target == info.target and r.probe == info.probe
-                      and r.id != info.id and not overlays & set(r.remedies) and r.state is not None]
+                      and r.id != info.id and set(r.remedies) == others and r.state is not None
+                      and self._experiment(r.params) == same]
             showed = {r.id for r in before if any(m["id"] == ov["issue"] for m in st.known_for_run(r.id)["matches"])}
             if not showed:
-                continue  # this check never showed the issue here: it says nothing of a fix
+                if others and any(any(m["id"] == ov["issue"] for m in st.known_for_run(r.id)["matches"])
+                                  for r in st.runs.values() if r.target == info.target and r.probe == info.probe):
+                    names = ", ".join(f"{a.remedy} #{a.id}" for a in st.applications.values() if a.digest in others)
+                    self._record(EventKind.NOTE_ADDED, {
+                        "text": f"run #{info.id} ran under upgrade #{app.id} and {names}: no run of {info.probe} "
+                                f"under {names} alone showed {ov['issue']}, so it says nothing of the upgrade "
+                                f"(revert {names} to judge the upgrade alone)",
+                        "about": f"#{info.id}"})
+                continue  # this check never showed the issue here in these remedies: it says nothing of a fix
             entry = self.known.get(ov["issue"])
             asked = self._ask_again(entry, ov["issue"], info, seen)
             done = {v["hypothesis"] for v in app.verifications if v["run"] == info.id}
@@ -138,6 +160,10 @@ class RunJudging:
                         "strong": False, "strength": why, "needed": 0})
                     continue
                 outcome, how = asked
+                failed_now = int(info.result.get("failed_trials") or 0)
+                if outcome == "fixed" and failed_now:  # the signature gone, the failure not: never a fix
+                    outcome, how = "not_fixed", (f"{how}, but {failed_now} of {info.result.get('trials')} trials "
+                                                 "failed another way")
                 f_after, t_after = self._sample(info.result, outcome == "not_fixed")
                 said: dict[str, Any] = {"before": [f_before, t_before], "after": [f_after, t_after], "strong": True}
                 if info.stochastic:
@@ -178,9 +204,11 @@ class RunJudging:
         """The sample before the remedy (its supporting runs of this probe on this target)
         and after it (this run), and how strong the verification is (hypotheses/verification)."""
         before_failed = before_trials = 0
+        same = self._experiment(info.params)
         for e in self.state.evidence.get(hyp, []):
             run = self.state.runs[e.run]
-            if run.probe != info.probe or run.target != info.target or app.digest in run.remedies:
+            if run.probe != info.probe or run.target != info.target or app.digest in run.remedies \
+                    or self._experiment(run.params) != same:
                 continue
             f, t = self._sample(run.result, e.verdict == "supports")
             before_failed, before_trials = before_failed + f, before_trials + t

@@ -73,10 +73,24 @@ def _names(dists: list[dict[str, Any]], shown: int = 8) -> str:
             " (the environment has the same)" if env else "")
         return f"{d['name']} {d.get('version') or '?'}{was}"
 
-    # what replaces something the environment has first: that is what changes behaviour
-    ordered = sorted(dists, key=lambda d: (not d.get("environment"), -(d.get("bytes") or 0), d["name"]))
+    # what replaces another version the environment has first (that is what changes behaviour),
+    # then what is new (largest first), the same versions as the environment's last
+    def rank(d: dict[str, Any]) -> int:
+        env = d.get("environment")
+        return 0 if env and env != d.get("version") else (1 if not env else 2)
+
+    ordered = sorted(dists, key=lambda d: (rank(d), -(d.get("bytes") or 0), d["name"].lower()))
     text = ", ".join(one(d) for d in ordered[:shown])
     return text + (f" and {len(ordered) - shown} more" if len(ordered) > shown else "")
+
+
+def _kinds(others: list[dict[str, Any]]) -> str:
+    """"3 replace another version the environment has, 20 are new, 6 the same version as its own"."""
+    changed = sum(1 for d in others if d.get("environment") and d["environment"] != d.get("version"))
+    new = sum(1 for d in others if not d.get("environment"))
+    same = len(others) - changed - new
+    return (f"{changed} replace another version the environment has, {new} are not in it, {same} are the version "
+            "it has")
 
 
 def _split(dists: list[dict[str, Any]], package: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -91,9 +105,8 @@ def describe_plan(plan: dict[str, Any], package: str) -> str:
     _asked, others = _split(plan.get("distributions") or [], package)
     if not others:
         return f"pip will put {package} alone in the overlay"
-    shadowing = sum(1 for d in others if d.get("environment"))
-    return (f"pip will put {len(others)} more distribution(s) in the overlay besides {package} ({shadowing} of them "
-            f"shadow the environment's own): {_names(others)}")
+    return (f"pip will put {len(others)} more distribution(s) in the overlay besides {package} ({_kinds(others)}): "
+            f"{_names(others)}")
 
 
 def describe_contents(overlay: dict[str, Any], *, short: bool = False) -> str:
@@ -114,9 +127,8 @@ def describe_contents(overlay: dict[str, Any], *, short: bool = False) -> str:
     whole = f"{package} {version} and {len(others)} more distribution(s), {_size(other_bytes)} of {_size(total)}"
     if short:
         return whole
-    shadowing = sum(1 for d in others if d.get("environment"))
-    return (f"the overlay holds {whole} ({shadowing} of them shadow the environment's own): {_names(others)}; "
-            f"what is tried is all of them, not {package} alone")
+    return (f"the overlay holds {whole} ({_kinds(others)}): {_names(others)}; what is tried is all of them, not "
+            f"{package} alone")
 
 
 def active_upgrade(inv: Investigation, target: str, issue: str) -> Any:

@@ -218,3 +218,39 @@ def test_an_upgrade_whose_build_carries_a_local_label_took(inv):
     assert [v["outcome"] for v in inv.state.applications[app].verifications if v["run"] == under] == ["fixed"]
     wrong = _inventory(inv, "2.13.0+cpu", True)  # the environment's torch imported: the overlay did not take
     assert [v for v in inv.state.applications[app].verifications if v["run"] == wrong] == []
+
+
+def _race(inv: Investigation, torch: str, failed: int, trials: int, params: dict, seen: dict | None = None) -> int:
+    state = env_state(torch=torch, distributions={"torch": torch})
+    check = inv.check_before_run("compile-race", params, "local", state=state, stochastic=True)
+    start = inv.begin_run("compile-race", params, "local", check=check)
+    result = {**RACE, "trials": trials, "failed_trials": failed, "fx_trace_errors": 7 * failed if seen else 0,
+              "errors_total": 7 * failed}
+    inv.finish_run(start.run, "completed", "test", [{"kind": "result", **result}, {"kind": "done"}], state,
+                   {"stdout": 1}, seen=seen or {})
+    return start.run
+
+
+def test_an_upgrade_is_never_fixed_by_a_run_that_failed_or_by_another_experiment(inv):
+    """Issue 33, seen on the demo's session: under the 2.14.0 overlay, `compile-race --param
+    race=compile` failed 3 of 3 (2.14's KeyError 'custom'), and the upgrade for pytorch#126024
+    was recorded "fixed" for compile-race, 0 of 3 failed after: the seed's signature was not in
+    the output, and the sample before was the default race's run."""
+    from sleuth.hypotheses.known import load_known
+
+    inv.known = load_known()
+    seed = {"pytorch#126024": "RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized"}
+    _race(inv, "2.13.0+cpu", 1, 1, {}, seed)
+    app = _overlay(inv, "pytorch#126024", "2.14.0", ["compile-race", "concurrent-fx-trace", "concurrent-compile"])
+    other = _race(inv, "2.14.0+cu130", 3, 3, {"race": "compile"})
+    said = [v for v in inv.state.applications[app].verifications if v["run"] == other]
+    assert not [v for v in said if v["outcome"] == "fixed"], said
+    same = _race(inv, "2.14.0+cu130", 2, 5, {})  # the same experiment, failing another way
+    said = {v["hypothesis"]: (v["outcome"], v["after"]) for v in inv.state.applications[app].verifications
+            if v["run"] == same}
+    # the seed's face (FX-trace) gone by its own rule; the race and its compile face still fail
+    assert said == {"concurrent-fx-trace": ("fixed", [0, 5]), "compile-race": ("not_fixed", [2, 5]),
+                    "concurrent-compile": ("not_fixed", [2, 5])}, said
+    clean = _race(inv, "2.14.0+cu130", 0, 5, {"trials": 5})  # a larger sample of the same experiment
+    said = {v["hypothesis"]: v for v in inv.state.applications[app].verifications if v["run"] == clean}
+    assert said["concurrent-fx-trace"]["outcome"] == "fixed" and said["concurrent-fx-trace"]["before"] == [1, 1]

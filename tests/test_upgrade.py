@@ -208,8 +208,9 @@ def test_an_overlay_says_what_else_it_shadows_a_local_build_takes_and_known_says
 
     made = sleuth(d, "upgrade", "acme/demo#7", "--target", "ct200", "--script", "check.py",  # no --version: fixed_in
                   "--find-links", str(far["wheels"]), "--no-index")
-    assert ("before the install: pip will put 1 more distribution(s) in the overlay besides sleuth-demo-pkg (1 of "
-            "them shadow the environment's own): sleuth-demo-dep 2.0 over the environment's 1.0") in made.stderr
+    assert ("before the install: pip will put 1 more distribution(s) in the overlay besides sleuth-demo-pkg (1 replace "
+            "another version the environment has, 0 are not in it, 0 are the version it has): sleuth-demo-dep 2.0 over "
+            "the environment's 1.0") in made.stderr
     out = made.stdout
     assert "the overlay holds sleuth-demo-pkg 2.0+cu130 and 1 more distribution(s)" in out, out
     assert "sleuth-demo-dep 2.0 over the environment's 1.0; what is tried is all of them" in out, out
