@@ -76,6 +76,7 @@ def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:
             ov = app.overlay
             if ov is None or app.target != target:
                 continue
+            grouped: dict[tuple[str, str], list[str]] = {}  # one line per run and finding, hypotheses together
             for v in app.verifications:
                 imported = v.get("imported") or ov["version"]
                 how = v.get("strength") or ("strong" if v.get("strong", True) else "weak")
@@ -86,11 +87,14 @@ def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:
                 else:
                     word = "nothing verified here"
                 held = describe_contents(ov, short=True)
-                said = (f"{word} by upgrade #{app.id} ({ov['package']} {imported} imported"
+                head = (f"{word} by upgrade #{app.id} ({ov['package']} {imported} imported"
                         f"{'; the overlay: ' + held if held else ''}"
-                        f"{'' if app.active else ', reverted since'}), run #{v['run']}"
-                        f"{' for ' + v['hypothesis'] if v.get('hypothesis') else ''}: {how}")
-                out.setdefault(ov["issue"], []).append(said)
+                        f"{'' if app.active else ', reverted since'}), run #{v['run']}")
+                names = grouped.setdefault((head, how), [])
+                if v.get("hypothesis") and v["hypothesis"] not in names:
+                    names.append(v["hypothesis"])
+            for (head, how), names in grouped.items():
+                out.setdefault(ov["issue"], []).append(f"{head}{' for ' + ', '.join(names) if names else ''}: {how}")
     return out
 
 

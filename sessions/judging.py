@@ -146,9 +146,16 @@ class RunJudging:
             for hyp in ov.get("explains") or [None]:
                 if hyp in done:
                     continue  # the probe's own rules verified it already (_judge)
+                # a failure before, for this hypothesis: a run that showed the issue and, where this
+                # probe tests the hypothesis and the issue is shown by a signature, supported it (the
+                # seed's FX-trace error is no failure of concurrent-compile's, though the entry
+                # explains both); a rule that held is the symptom itself
+                tested = hyp is not None and hyp in st.testing(info.probe) and bool(entry and entry.signature)
+                backed = {e.run for e in st.evidence.get(hyp or "", []) if e.verdict == "supports"}
+                failed_runs = {r for r in showed if not tested or r in backed}
                 f_before = t_before = 0
                 for r in before:
-                    f, t = self._sample(r.result, r.id in showed)
+                    f, t = self._sample(r.result, r.id in failed_runs)
                     f_before, t_before = f_before + f, t_before + t
                 base = {"application": app.id, "run": info.id, "hypothesis": hyp, "issue": ov["issue"],
                         "imported": measured}
@@ -164,6 +171,11 @@ class RunJudging:
                 if outcome == "fixed" and failed_now:  # the signature gone, the failure not: never a fix
                     outcome, how = "not_fixed", (f"{how}, but {failed_now} of {info.result.get('trials')} trials "
                                                  "failed another way")
+                if outcome == "fixed" and f_before == 0:  # never failed before: a clean run fixes nothing
+                    self._record(EventKind.APPLICATION_VERIFIED, {
+                        **base, "outcome": NOTHING_TO_VERIFY, "before": [0, t_before], "after": [0, 0],
+                        "strong": False, "strength": nothing_to_verify(t_before), "needed": 0})
+                    continue
                 f_after, t_after = self._sample(info.result, outcome == "not_fixed")
                 said: dict[str, Any] = {"before": [f_before, t_before], "after": [f_after, t_after], "strong": True}
                 if info.stochastic:

@@ -242,6 +242,10 @@ def test_an_upgrade_is_never_fixed_by_a_run_that_failed_or_by_another_experiment
     seed = {"pytorch#126024": "RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized"}
     _race(inv, "2.13.0+cpu", 1, 1, {}, seed)
     app = _overlay(inv, "pytorch#126024", "2.14.0", ["compile-race", "concurrent-fx-trace", "concurrent-compile"])
+    first = _race(inv, "2.14.0+cu130", 0, 5, {})
+    said = {v["hypothesis"]: v["outcome"] for v in inv.state.applications[app].verifications if v["run"] == first}
+    # the seed's run supported the race and its FX-trace face, never concurrent-compile: nothing to verify there
+    assert said == {"compile-race": "fixed", "concurrent-fx-trace": "fixed", "concurrent-compile": "nothing_to_verify"}
     other = _race(inv, "2.14.0+cu130", 3, 3, {"race": "compile"})
     said = [v for v in inv.state.applications[app].verifications if v["run"] == other]
     assert not [v for v in said if v["outcome"] == "fixed"], said
