@@ -53,6 +53,16 @@ def _ran(probe: str, **want: object):
     return done
 
 
+def _verify_step(st) -> str:
+    """Step 5 as the hunt stands: sleuth offers to verify only what reproduced (on a torch that
+    fixed this face of the race, nothing did, and the lock has nothing to fix)."""
+    if run_to_verify(st, "local", "lock") is not None:
+        return "y re-runs the reproduction under the lock (5 trials, a few minutes): it verifies the fix."
+    return ("The race did not reproduce here, so sleuth offers no verification: a clean run cannot say the lock "
+            "fixed anything (ⓚ on the run: this torch may have fixed it). r on ▷ compile-race runs it under the lock "
+            "anyway.")
+
+
 def _guide():
     from .tui.widgets import Guide, GuideStep
 
@@ -66,8 +76,7 @@ def _guide():
                   lambda st, _root: any(f.kind == "circular-retest" for f in st.flags)),
         GuideStep("On ✚ lock (under compile race) press f, then a to apply it.",
                   lambda st, _root: any(a.remedy == "lock" for a in st.applications.values())),
-        GuideStep("y re-runs the reproduction under the lock (5 trials, a few minutes): it verifies the fix.",
-                  lambda st, _root: any(a.verifications for a in st.applications.values())),
+        GuideStep(_verify_step, lambda st, _root: any(a.verifications for a in st.applications.values())),
         GuideStep("e writes postmortem.md; q quits.", lambda _st, root: (root / "postmortem.md").is_file()),
     ))
 

@@ -477,9 +477,10 @@ def _polling_reading(readable: list[RankView], out: dict[str, Any]) -> bool:
     out["verdict"], out["compared"] = "waiting", False
     out["sentences"].append(
         f"all {len(readable)} ranks wait in a collective in every sample, awake: {_others_wait_text(readable)} — "
-        "none was seen outside it, so this is not a job at work; a rank outside this set, the transport, or a "
-        "collective longer than the window. Read again over a longer window (--param samples=20) or with the Flight "
-        "Recorder (--hook) to tell which")
+        f"none was seen outside it in {max(v.in_collective[1] for v in readable) or 'these'} samples: ranks polling "
+        "one wait (a blocking-wait mode, a store barrier), a rank outside this set, the transport, a collective "
+        "longer than the window, or a job at work whose steps are mostly collectives (a loaded machine) read like "
+        "this. Read again over a longer window (--param samples=20) or with the Flight Recorder (--hook) to tell which")
     return True
 
 

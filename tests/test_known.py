@@ -119,8 +119,9 @@ def test_sleuth_known_lists_what_applies_to_the_targets_measured_versions(tmp_pa
     import json
     from importlib.metadata import version
 
-    import torch
     from test_cli import sleuth
+
+    torch_version = version("torch")  # what pip installed: 2.14.1 for the wheel whose torch.__version__ is 2.14.1+cu130
 
     d = tmp_path / "proj"
     d.mkdir()
@@ -135,12 +136,12 @@ def test_sleuth_known_lists_what_applies_to_the_targets_measured_versions(tmp_pa
     rows = {r["id"]: r for r in json.loads(sleuth(d, "known", "--target", "local", "--json").stdout)}
     text = sleuth(d, "known").stdout
     # every torch from 2.13 has fx traceback's global metadata (2.14's face of the race)
-    assert rows["pytorch#184917"]["measured"] == torch.__version__ and rows["pytorch#184917"]["fixed_in"] is None
-    assert f"local: torch {torch.__version__} is in >=2.13; no fixed-in release known" in text
-    if Version(torch.__version__) < Version("2.14"):  # the seed's face: fixed in 2.14.0, read in its wheel
-        assert rows["pytorch#126024"]["measured"] == torch.__version__ and rows["pytorch#126024"]["fixed_in"] == "2.14.0"
+    assert rows["pytorch#184917"]["measured"] == torch_version and rows["pytorch#184917"]["fixed_in"] is None
+    assert f"local: torch {torch_version} is in >=2.13; no fixed-in release known" in text
+    if Version(torch_version) < Version("2.14"):  # the seed's face: fixed in 2.14.0, read in its wheel
+        assert rows["pytorch#126024"]["measured"] == torch_version and rows["pytorch#126024"]["fixed_in"] == "2.14.0"
         assert rows["pytorch#126024"]["source"].endswith("/issues/126024")
-        assert f"local: torch {torch.__version__} is in <2.14,>=2.0; fixed in 2.14.0" in text
+        assert f"local: torch {torch_version} is in <2.14,>=2.0; fixed in 2.14.0" in text
         assert "· fixed in 2.14.0: the flag is thread-local" in text and "torch-2.14.0 (git 08187d9e)" in text
     else:  # on 2.14: the seed's entry no longer applies
         assert "pytorch#126024" not in rows

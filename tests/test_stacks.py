@@ -861,6 +861,14 @@ def test_a_stopped_ddp_rank_is_named_stopped_and_the_others_wait_in_the_reducer(
     d = project(tmp_path)
     j = launch("ddp")
     _data, healthy, v = ddp_stacks(d)
+    for _ in range(2):  # on a loaded machine (CI, torch 2.14's build) 5 samples may not tell: sleuth says so,
+        # rules nothing out, and says to read again with more samples; a user does
+        if healthy["verdict"] == "healthy" and healthy["straggler_tested"]:
+            break
+        assert healthy["verdict"] in ("healthy", "waiting") and healthy["odd_ranks"] == [], healthy["sentences"]
+        assert "--param samples=20" in healthy["sentences"][-1], healthy["sentences"]
+        assert v["hang"] == v["straggler"] == "inconclusive", v
+        _data, healthy, v = ddp_stacks(d, "--param", "samples=20")
     assert healthy["verdict"] == "healthy" and healthy["odd_ranks"] == [], healthy["sentences"]
     assert v == {"hang": "refutes", "collective-mismatch": "refutes", "deadlock": "refutes", "straggler": "refutes"}, (
         v, healthy["sentences"])

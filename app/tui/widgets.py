@@ -47,8 +47,11 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 class GuideStep:
     """One step of a guided walk-through, and how to tell it was done."""
 
-    text: str
+    text: str | Callable[[InvestigationState], str]  # what to do, or what to do given the hunt so far
     done: Callable[[InvestigationState, Path], bool]
+
+    def says(self, st: InvestigationState) -> str:
+        return self.text if isinstance(self.text, str) else self.text(st)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class HintBar(Static):
             text.append("all done — the postmortem is in postmortem.md; q quits.", style="bold green")
         else:
             text.append(f"step {todo + 1} of {len(done)}: ", style="bold")
-            text.append(hint.steps[todo].text)
+            text.append(hint.steps[todo].says(st))
         text.append("   h hides this", style="dim")
         self.update(text)
 
