@@ -389,6 +389,11 @@ def _missing(recs: list[Mapping[str, Any]], out: dict[str, Any]) -> None:
     found = {str(r.get("rank")) for r in recs if r.get("rank") not in (None, "")}
     missing = max(0, world - len(found)) if world else 0
     out["missing"] = missing
+    assumed = sorted({str(r.get("world_size")) for r in recs if r.get("world_from") == "nprocs"})
+    if assumed:  # nothing of the job said the world's size: said, so that no one reads it as checked
+        out["sentences"].append(
+            f"world size taken as the {' or '.join(assumed)} processes torch.multiprocessing.spawn started here (no "
+            "WORLD_SIZE in their environment, no world_size argument to read): a rank on another node would not be seen")
     if missing:
         out["sentences"].append(f"world size {world}, {len(found)} ranks found here: {missing} "
                                 f"{'is' if missing == 1 else 'are'} elsewhere (another node: run stacks on the fleet)")

@@ -42,8 +42,8 @@ class Points(Dataset):
 
 class Trainer:
     def __init__(self, model: torch.nn.Module, train_data: DataLoader, optimizer: torch.optim.Optimizer,
-                 step_delay: float) -> None:
-        self.rank = int(os.environ["RANK"])
+                 step_delay: float, rank: int | None = None) -> None:
+        self.rank = int(os.environ["RANK"]) if rank is None else rank
         self.model = DDP(model)
         self.train_data = train_data
         self.optimizer = optimizer

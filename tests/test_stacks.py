@@ -757,6 +757,25 @@ def test_a_host_thread_waiting_on_the_gpu_is_read_as_cuda_sync_not_a_collective(
     assert "waiting on the GPU, not in a collective" in found["sentences"][0]
 
 
+def test_a_spawned_rank_is_torchs_own_i_and_no_other_local_is_kept():
+    src = (Path(__file__).parents[1] / "probes" / "scripts" / "stacks.py").read_text()
+    ns: dict = {"emit": lambda *a, **k: None, "params": {}}
+    exec(compile(src.replace("\nmain()\n", "\n"), "stacks.py", "exec"), ns)
+    user = {"name": "main", "filename": "/job/train.py", "line": 40,
+            "locals": [{"name": "rank", "repr": "2"}, {"name": "world_size", "repr": "8"}, {"name": "token", "repr": "'s3cret'"}]}
+    wrap = {"name": "_wrap", "filename": "/v/lib/python3.11/site-packages/torch/multiprocessing/spawn.py", "line": 87,
+            "locals": [{"name": "fn", "repr": "<function at 0x1>"}, {"name": "i", "repr": "2"}, {"name": "args", "repr": "(8)"}]}
+    assert ns["spawn_index"]([{"frames": [user, wrap]}]) == (2, 8)
+    assert ns["spawn_index"]([{"frames": [{**user, "locals": user["locals"][:1]}, wrap]}]) == (2, None)
+    assert ns["spawn_index"]([{"frames": [user]}]) is None  # a multiprocessing child that is no spawn rank
+    # nothing says the world's size: the spawn's process count is taken, and the reading says so
+    recs = [{**_rank(r, [AR, ["main", "/job/train.py", 40]], stuck=False), "world_size": "4", "world_from": "nprocs",
+             "rank_from": "torch.multiprocessing.spawn"} for r in range(4)]
+    found = analyze_stacks(recs)
+    assert any(s.startswith("world size taken as the 4 processes torch.multiprocessing.spawn started here")
+               for s in found["sentences"]), found["sentences"]
+
+
 # ------------------------------------------------------------------ issue 32: torch's own DDP and a Lightning trainer
 # Hang verdicts on training code sleuth did not write: tests/ddp_job.py (the shape of PyTorch's
 # DDP tutorial: torchrun, DistributedSampler, DDP(model), loss.backward(), gloo on CPU) and
@@ -769,6 +788,7 @@ import threading  # noqa: E402
 
 DDP_JOB = Path(__file__).with_name("ddp_job.py")
 LIGHTNING_JOB = Path(__file__).with_name("lightning_job.py")
+DDP_SPAWN_JOB = Path(__file__).with_name("ddp_spawn_job.py")
 BACKWARD = next(i for i, line in enumerate(DDP_JOB.read_text().splitlines(), 1) if line.strip() == "loss.backward()")
 BARRIER = next(i for i, line in enumerate(DDP_JOB.read_text().splitlines(), 1) if line.strip() == "dist.barrier()")
 
@@ -809,6 +829,8 @@ def launch(tmp_path: Path):
         if kind == "ddp":
             argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n),
                     str(DDP_JOB), "--step-delay", "0", *args]
+        elif kind == "spawn":
+            argv = [sys.executable, str(DDP_SPAWN_JOB), "--world-size", str(n), "--step-delay", "0", *args]
         else:
             argv = [sys.executable, str(LIGHTNING_JOB), *args]
         j = Launched(tmp_path, argv, n)
@@ -969,3 +991,32 @@ def test_a_lightning_job_has_its_launcher_as_rank_0_and_a_stopped_rank_is_the_on
     assert all(r["framework"]["package"] == "lightning" for r in found["per_rank"])
     assert v["hang"] == "supports" and v["collective-mismatch"] == "inconclusive", v
     os.kill(j.pids[2], signal.SIGCONT)
+
+
+@pytest.mark.slow
+def test_ranks_torch_multiprocessing_spawn_started_are_read_from_torch_and_a_stopped_one_is_named(tmp_path: Path, launch):
+    """The tutorial's other launch (multigpu.py): mp.spawn puts no rank in the environment. The
+    rank is torch's own spawn frame's `i`; nothing else of the job's locals leaves the machine."""
+    d = project(tmp_path)
+    j = launch("spawn")
+    data, found, _v = ddp_stacks(d)
+    ranks = {int(r["rank"]): r for r in data["records"] if r["kind"] == "rank"}
+    assert {k: r["pid"] for k, r in ranks.items()} == j.pids, found["sentences"]
+    assert {(r["rank_from"], r["world_size"], r["world_from"]) for r in ranks.values()} == {
+        ("torch.multiprocessing.spawn", "4", "world_size")}
+    result = next(r for r in data["records"] if r["kind"] == "result")
+    assert [x["pid"] for x in result["launchers"]] == [j.proc.pid]
+    assert found["missing"] == 0 and not any("elsewhere" in s or "world size taken" in s for s in found["sentences"])
+    output = sleuth(d, "output", str(data["run_id"])).stdout
+    assert "pytorch-errorfile" not in output and "SpawnProcess" not in output  # the spawn frames' other locals
+
+    os.kill(j.pids[1], signal.SIGSTOP)
+    time.sleep(1.5)
+    _data, found, v = ddp_stacks(d)
+    [odd] = found["odd_ranks"]
+    assert (odd["rank"], odd["kind"], odd["state"]) == ("rank 1", "stopped", "T"), found["sentences"]
+    said = found["sentences"][0]
+    assert said.startswith("rank 1 is stopped (T") and said.endswith("they wait for it"), said
+    assert f"ranks 0, 2, 3 wait in Trainer._run_batch at ddp_job.py:{BACKWARD}" in said, said
+    assert v["hang"] == "supports" and v["collective-mismatch"] != "supports", v
+    os.kill(j.pids[1], signal.SIGCONT)

@@ -173,7 +173,70 @@ def number_ranks(found):
         p["rank_from"] = "LOCAL_RANK" + (f" + NODE_RANK {node} × {size}" if node not in ("", "0") else "")
 
 
-def find(match, pids, most, job=""):
+SPAWN_FILE = "torch/multiprocessing/spawn.py"  # its _wrap(fn, i, args, ...) calls fn(i, *args): i is the rank
+
+
+def torch_mapped(pid):
+    """Whether libtorch is mapped into *pid* (a torch process), from /proc/PID/maps."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            return any(b"libtorch" in line for line in f)
+    except OSError:
+        return False
+
+
+def spawn_index(threads_):
+    """(i, world_size or None) from the main thread's frames of a py-spy dump with locals: the
+    i of torch's spawn _wrap frame, and the world_size argument of the function it called (the
+    tutorial's main(rank, world_size, ...)), when that is an int. Nothing else of the locals is
+    kept: they may hold anything of the user's."""
+    for t in threads_ or []:
+        frames = t.get("frames") or []
+        for k, f in enumerate(frames):
+            if f.get("name") != "_wrap" or not str(f.get("filename") or "").endswith(SPAWN_FILE):
+                continue
+            mine = {x.get("name"): str(x.get("repr") or "") for x in f.get("locals") or []}
+            if not mine.get("i", "").isdigit():
+                return None
+            called = {x.get("name"): str(x.get("repr") or "") for x in (frames[k - 1].get("locals") or [])} if k else {}
+            world = called.get("world_size", "")
+            return int(mine["i"]), (int(world) if world.isdigit() else None)
+    return None
+
+
+def spawned(spy, everyone, taken, timeout):
+    """Ranks that torch.multiprocessing.spawn started (PyTorch's DDP tutorial, multigpu.py):
+    nothing in their environment says the rank, torch's _wrap frame holds it. The candidates are
+    children started by multiprocessing (spawn's `--multiprocessing-fork`, or a fork: the
+    parent's own command line) with libtorch mapped; each is read once with py-spy's locals."""
+    if spy is None:
+        return []
+    cands = []
+    for pid, p in sorted(everyone.items()):
+        parent = everyone.get(p["ppid"])
+        if pid in taken or parent is None or launched(p["env"]):
+            continue
+        if ("--multiprocessing-fork" in p["cmd"] or p["cmd"] == parent["cmd"]) and torch_mapped(pid):
+            cands.append(p)
+    got = _dumps(spy, cands[:256], timeout, ["--nonblocking", "--locals"], raw=True)
+    ranks = []
+    for p in cands[:256]:
+        idx = spawn_index((got.get(p["pid"]) or {}).get("raw"))
+        if idx is not None:
+            p["rank"], p["spawn_world"] = str(idx[0]), idx[1]
+            p["rank_from"], p["job"] = "torch.multiprocessing.spawn", f"spawn:{p['ppid']}"
+            ranks.append(p)
+    for p in ranks:  # the world: the function's world_size, else the spawn's processes (said so)
+        n = sum(1 for q in ranks if q["ppid"] == p["ppid"])
+        p["world"], p["world_from"] = (str(p["spawn_world"]), "world_size") if p["spawn_world"] else (str(n), "nprocs")
+    return ranks
+
+
+def job_key(p):
+    return p.get("job") or job_of(p["env"])
+
+
+def find(match, pids, most, job="", spy=None, timeout=5.0):
     mine = lineage()
     wanted = set()
     for p in re.split(r"[,\s]+", str(pids or "").strip()):
@@ -230,16 +293,19 @@ def find(match, pids, most, job=""):
                 parent.update(rank="0" if (env0.get("NODE_RANK") or "0") == "0" else None, rank_from="launcher",
                               env=env0, own_env=parent["env"])
                 found.append(parent)
-    number_ranks([p for p in found if p.get("rank_from") != "launcher"])
+    spawn = spawned(spy, everyone, {p["pid"] for p in found}, timeout) if not wanted and pattern is None else []
+    found.extend(spawn)
+    number_ranks([p for p in found if p.get("rank_from") not in ("launcher", "torch.multiprocessing.spawn")])
     for p in found:
         if p.get("rank_from") == "launcher" and p["rank"] is None:
             number_ranks([p])
     if job:
-        found = [p for p in found if job_of(p["env"]) == job]
+        found = [p for p in found if job_key(p) == job]
     # a launcher whose children were found too (torchrun, its ranks) is the launcher, not a rank
     parents = {p["ppid"] for p in found}
     launchers = [p for p in found if p["pid"] in parents and p.get("rank") in (None, "")]
     found = [p for p in found if p not in launchers]
+    launchers += [everyone[q] for q in sorted({p["ppid"] for p in spawn if p in found}) if q in everyone]
     # a child of a rank with the rank's own rank (it inherited the environment: a data-loader
     # worker, a compile worker, any subprocess) is that rank's helper, not another rank
     rank_of = {p["pid"]: p.get("rank") for p in found}
@@ -290,7 +356,7 @@ def sample(spy, procs, timeout):
     return _dumps(spy, [p for p in procs if not p.get("skip")], timeout, ["--nonblocking"])
 
 
-def _dumps(spy, procs, timeout, flags):
+def _dumps(spy, procs, timeout, flags, raw=False):
     running = {}
     for p in procs:
         try:
@@ -319,6 +385,9 @@ def _dumps(spy, procs, timeout, flags):
             dumped = json.loads(stdout.decode("utf-8", "replace"))
         except ValueError:
             out[pid] = {"error": "py-spy printed no JSON"}
+            continue
+        if raw:  # for the caller to read and drop (locals: never sent on whole)
+            out[pid] = {"raw": dumped}
             continue
         out[pid] = {"threads": [{"tid": t.get("os_thread_id"), "name": t.get("thread_name"),
                                  "active": t.get("active"),
@@ -648,17 +717,17 @@ def say_flight_recorder_off(procs, recorders):
 
 
 def main():
-    procs, launchers, helpers, left = find(params.get("match") or "", params.get("pid") or "",
-                                           int(params.get("most", 256)), str(params.get("job") or ""))
-    tidy_hook_dirs(procs)
     via = params.get("via") or "auto"
     spy = py_spy_path(params.get("py_spy") or "") if via != "hook" else None
+    timeout = float(params.get("dump_timeout", 5.0))
+    procs, launchers, helpers, left = find(params.get("match") or "", params.get("pid") or "",
+                                           int(params.get("most", 256)), str(params.get("job") or ""), spy, timeout)
+    tidy_hook_dirs(procs)
     if spy is None and via != "hook" and not any(hooked(p) for p in procs):
         emit("finding", finding="no-py-spy", text=f"py-spy is not on this machine (PATH, next to {sys.executable}, "
              "~/.cache/sleuth/bin) and no process registered sleuth's dump hook: only /proc was read")
     samples = max(1, int(params.get("samples", 5)))
     interval = max(0.0, float(params.get("interval", 0.2)))
-    timeout = float(params.get("dump_timeout", 5.0))
     denied = {}
     hook_only = [p for p in procs if spy is None and hooked(p)]
     unhooked = [p for p in procs if spy is None and p not in hook_only]
@@ -703,7 +772,7 @@ def main():
         env = p["env"] or {}
         emit("rank", pid=pid, ppid=p["ppid"], uid=p["uid"], cmd=p["cmd"], rank=p.get("rank"),
              rank_from=p.get("rank_from"), local_rank=env.get("LOCAL_RANK"), node_rank=env.get("NODE_RANK"),
-             world_size=env.get("WORLD_SIZE"), job=job_of(env), environ_readable=p["env"] is not None,
+             world_size=env.get("WORLD_SIZE") or p.get("world"), world_from=p.get("world_from"), job=job_key(p), environ_readable=p["env"] is not None,
              alive=bool(after[pid]), tasks=task_rows(before[pid], after[pid]), samples=samples_out, code=code,
              states=states[pid], tracer=status[pid]["tracer"], tracer_comm=status[pid]["tracer_comm"],
              native=nat, denied=denied.get(pid), flight_recorder=recorders.get(pid))
