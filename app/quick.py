@@ -4,7 +4,7 @@ The broker (`sleuth agent serve`) has sleuth imported and keeps the agents; a la
 (`sleuth probe run …` again) that starts Python, imports sleuth and connects to the broker
 spends most of its time before the run itself. So the command line asks the broker first:
 it hands over its argv, working directory, environment and its own stdin, stdout and stderr
-(SCM_RIGHTS over the broker's owner-only Unix socket), and the broker forks a child that runs
+(SCM_RIGHTS over the broker's owner-only Unix socket, checked first: unixsock.py), and the broker forks a child that runs
 the command on those very file descriptors (a prompt reads your terminal; a pipe gets every
 byte); this process waits and exits with the child's status. Ctrl-C here interrupts the
 child. Where no broker runs, its code differs from this checkout's (an edited file, another
@@ -22,8 +22,9 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 from pathlib import Path
+
+from ..unixsock import UntrustedSocket, caller_state, command_socket, connect_trusted, say_untrusted
 
 __all__ = ["SERVED", "code_digest", "exec_socket", "try_broker"]
 
@@ -35,10 +36,13 @@ _PACKAGES = ("app", "hypotheses", "probes", "sessions")
 
 
 def code_digest(root: Path | None = None) -> str:
-    """Which sleuth this is: its package folder and every module's size and mtime (an edited
-    file, another install or version is another digest). A stat per module, no reading."""
+    """Which sleuth this is: the interpreter, its package folder and every module's size and
+    mtime, and the distributions installed where this Python imports from (their dist-info
+    names carry the versions): an edited file, another install, another venv on the same
+    checkout or a dependency changed is another digest. A stat per module and a listing per
+    import folder, no reading."""
     root = root or Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(str(root).encode())
+    h = hashlib.sha256(f"{sys.executable}\0{sys.version}\0{root}".encode())
     for package in _PACKAGES:
         for folder, dirs, files in os.walk(root / package):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -46,6 +50,12 @@ def code_digest(root: Path | None = None) -> str:
                 if name.endswith((".py", ".toml", ".tcss")):
                     st = os.stat(os.path.join(folder, name))
                     h.update(f"{folder}/{name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    for folder in sys.path[1:]:  # [0] is the script's folder or the working directory: not the install
+        try:
+            names = sorted(n for n in os.listdir(folder or ".") if n.endswith((".dist-info", ".egg-info", ".pth")))
+        except OSError:
+            continue
+        h.update(f"{folder}:{','.join(names)}\n".encode())
     return h.hexdigest()[:24]
 
 
@@ -59,13 +69,8 @@ def find_sleuth_dir(start: Path) -> Path | None:
 
 
 def exec_socket(sleuth_dir: Path) -> Path:
-    """The broker's command socket beside its agent socket (probes.broker.broker_socket:
-    tests/test_quick.py holds the two together)."""
-    path = sleuth_dir.resolve() / "agents.sock"
-    if len(str(path).encode()) >= 100:
-        digest = hashlib.sha256(str(sleuth_dir.resolve()).encode()).hexdigest()[:16]
-        path = Path(tempfile.gettempdir()) / f"sleuth-{os.getuid()}" / f"{digest}.sock"
-    return path.with_suffix(".exec")
+    """The broker's command socket (unixsock.py: the same function the broker uses)."""
+    return command_socket(sleuth_dir)
 
 
 def try_broker(argv: list[str]) -> int | None:
@@ -80,12 +85,16 @@ def try_broker(argv: list[str]) -> int | None:
     if sleuth_dir is None:
         return None
     path = exec_socket(sleuth_dir)
-    if not path.exists():
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(path))
-        request = {"op": "exec", "argv": argv, "cwd": str(cwd), "env": dict(os.environ), "digest": code_digest()}
+        sock = connect_trusted(path)  # checked before a byte of the environment is sent
+    except UntrustedSocket as exc:
+        say_untrusted(exc)
+        return None
+    except OSError:
+        return None
+    try:
+        request = {"op": "exec", "argv": argv, "cwd": str(cwd), "env": dict(os.environ), "digest": code_digest(),
+                   "caller": caller_state()}
         socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
     except OSError:
         sock.close()

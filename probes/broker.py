@@ -37,11 +37,11 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from ..unixsock import UntrustedSocket, agent_socket, caller_state, connect_trusted, folder_problem
 from .agent import AgentPool
 from .config import Container, Fleet, Target
 from .errors import BrokerError
@@ -89,16 +89,13 @@ def _definition_key(target: Target) -> str:
 
 
 def broker_socket(sleuth_dir: Path) -> Path:
-    """Where the broker of *sleuth_dir* listens (a Unix socket path must be short)."""
-    path = sleuth_dir.resolve() / "agents.sock"
-    if len(str(path).encode()) < 100:
-        return path
-    digest = hashlib.sha256(str(sleuth_dir.resolve()).encode()).hexdigest()[:16]
-    private = Path(tempfile.gettempdir()) / f"sleuth-{os.getuid()}"
-    private.mkdir(mode=0o700, exist_ok=True)
-    if private.stat().st_uid != os.getuid() or private.stat().st_mode & 0o077:
-        raise BrokerError(f"{private} is not a private directory of this user; remove it")
-    return private / f"{digest}.sock"
+    """Where the broker of *sleuth_dir* listens (unixsock.py: one place for both sides); a
+    folder another user can write to is refused (they could put a listener there)."""
+    path = agent_socket(sleuth_dir, create=True)
+    said = folder_problem(path.parent)
+    if said:
+        raise BrokerError(f"{said}: sleuth keeps no broker socket there (chmod go-w it)")
+    return path
 
 
 # ---------------------------------------------------------------- the client
@@ -136,9 +133,10 @@ class BrokerClient:
         return broker_socket(self.sleuth_dir)
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to this user's broker, checked before a byte is sent (unixsock.py)."""
         path = self.path
         try:
-            return await asyncio.open_unix_connection(str(path), limit=MAX_LINE)
+            return await self._trusted(path)
         except (FileNotFoundError, ConnectionRefusedError):
             if not self.start:
                 raise BrokerError(f"no agent broker listens at {path}") from None
@@ -146,13 +144,21 @@ class BrokerClient:
         end = time.monotonic() + START_TIMEOUT_S
         while True:
             try:
-                return await asyncio.open_unix_connection(str(path), limit=MAX_LINE)
+                return await self._trusted(path)
             except (FileNotFoundError, ConnectionRefusedError):
                 if time.monotonic() > end:
                     log = self.sleuth_dir / "agents.log"
                     said = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
                     raise BrokerError(f"the agent broker did not start ({said[0] if said else 'no log'})") from None
                 await asyncio.sleep(0.05)
+
+    @staticmethod
+    async def _trusted(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            sock = connect_trusted(path)
+        except UntrustedSocket as exc:
+            raise BrokerError(f"not using the agent broker: {exc}; sent it nothing") from None
+        return await asyncio.open_unix_connection(sock=sock, limit=MAX_LINE)
 
     def _spawn(self, path: Path) -> None:
         self.sleuth_dir.mkdir(parents=True, exist_ok=True)
@@ -196,6 +202,7 @@ class BrokerClient:
             return info
         request = {"op": "run", "target": target_to_dict(chain.target), "fork": fork, "timeout": timeout,
                    "program": base64.b64encode(program).decode(), "cwd": os.getcwd(), "frames": "binary",
+                   "caller": caller_state(),  # the broker steps aside where it would not act as this command
                    # a local run gets this command's environment, not the broker's (never stored)
                    "environ": dict(os.environ) if chain.target.is_local else None}
         writer.write(json.dumps(request).encode() + b"\n")
@@ -220,6 +227,14 @@ class BrokerClient:
                     on_output(msg["out"], base64.b64decode(msg["data"]))
                 elif "exit" in msg:
                     return ExitInfo(**msg["exit"])
+                elif "aside" in msg:  # the broker would not run it as this command would: run it here
+                    writer.close()
+                    if self._fallback is None:
+                        self._fallback = AgentPool(warm=("torch",))
+                    info = await self._fallback.run(chain, program, on_output, cancel=cancel, timeout=timeout,
+                                                    fork=fork)
+                    info.note = (info.note + "; " if info.note else "") + f"the agent broker stepped aside ({msg['aside']}): this command's own agent"
+                    return info
                 elif "error" in msg:
                     return ExitInfo(transport_error=f"agent broker: {msg['error']}")
         finally:

@@ -10,13 +10,13 @@ import json
 import os
 import signal
 import socket
-import struct
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from ..unixsock import UntrustedSocket, caller_state, connect_trusted, folder_problem, peer_uid, state_differs
 from .agent import AgentPool
 from .broker import (
     _FRAME,
@@ -28,6 +28,7 @@ from .broker import (
     _definition_key,
     target_from_dict,
 )
+from .errors import BrokerError
 from .hops import HopChain
 
 __all__ = ["serve"]
@@ -45,14 +46,22 @@ class _Broker:
         self.stopping = asyncio.Event()
         self.runs = 0
         self.commands = 0  # commands run in forked children (app/quick.py)
+        self.state = caller_state()  # what a caller must share with this process to be served by it
+        self.aside = 0  # requests it stepped aside for (another HOME, SSH_AUTH_SOCK, umask, ...)
 
     def _peer_ok(self, writer: asyncio.StreamWriter) -> bool:
         sock = writer.get_extra_info("socket")
         if sock is None or not hasattr(socket, "SO_PEERCRED"):
             return True  # the socket's 0600 mode is the guard there
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        return uid == os.getuid()
+        return peer_uid(sock) == os.getuid()
+
+    def differs(self, request: dict[str, Any]) -> str | None:
+        """Why this broker would not act as the caller would (its environment, umask, groups
+        differ: another HOME or ssh agent means another ssh), or None."""
+        why = state_differs(self.state, request.get("caller"))
+        if why is not None:
+            self.aside += 1
+        return why
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._peer_ok(writer):
@@ -90,6 +99,10 @@ class _Broker:
         await writer.drain()
 
     async def _run(self, request: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        aside = self.differs(request)
+        if aside is not None:
+            await self._send(writer, {"aside": aside})
+            return
         target = target_from_dict(request["target"])
         key = f"{target.name}@{_definition_key(target)}"
         self.names[key] = target.name
@@ -149,6 +162,7 @@ class _Broker:
         return {"pid": os.getpid(), "socket": str(self.path), "idle_s": self.idle_s,
                 "idle_for_s": round(time.monotonic() - self.last, 1) if not self.active else 0.0,
                 "up_s": round(time.time() - self.started, 1), "runs": self.runs, "commands": self.commands,
+                "stepped_aside": self.aside,
                 "agents": agents,
                 "unavailable": {self.names.get(k, k): why for k, why in self.pool.unavailable.items()}}
 
@@ -178,7 +192,7 @@ class _ExecServer:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
-            if self.path.exists():
+            if os.path.lexists(self.path):
                 self.path.unlink()
             sock.bind(str(self.path))
         finally:
@@ -207,12 +221,9 @@ class _ExecServer:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError):
             return
-        if hasattr(socket, "SO_PEERCRED"):
-            _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                                  struct.calcsize("3i")))
-            if uid != os.getuid():
-                conn.close()
-                return
+        if hasattr(socket, "SO_PEERCRED") and peer_uid(conn) != os.getuid():
+            conn.close()
+            return
         conn.setblocking(False)
         got: dict[str, Any] = {"buf": b"", "fds": []}
         asyncio.get_running_loop().add_reader(conn.fileno(), self._request, conn, got)
@@ -240,6 +251,8 @@ class _ExecServer:
             why = "not a command request with its three descriptors"
         elif request.get("digest") != self.digest:
             why = "this broker runs another sleuth's code (edited since it started, or another install)"
+        else:
+            why = self.broker.differs(request)
         if why is not None:
             for fd in got["fds"]:
                 os.close(fd)
@@ -361,17 +374,19 @@ async def serve(path: Path, idle_s: float = DEFAULT_IDLE_S, commands: Callable[[
     """Listen on *path* until idle for *idle_s* or asked to stop; then close every agent.
     With *commands*, also run commands in forked children on the ``.exec`` socket beside it
     (app/quick.py), for a client whose sleuth has this *digest*."""
+    said = folder_problem(path.parent)
+    if said:  # another user could replace the socket: no broker here (the clients refuse it too)
+        raise BrokerError(f"{said}: no broker socket is kept there")
     broker = _Broker(path, idle_s)
-    if path.exists():  # another broker may serve here already (two commands started one each)
+    if os.path.lexists(path):  # another broker may serve here already (two commands started one each)
         try:
-            _r, w = await asyncio.open_unix_connection(str(path))
-            w.close()
+            connect_trusted(path).close()
             return
-        except (ConnectionRefusedError, FileNotFoundError):
-            pass  # a stale socket (its broker was killed): ours replaces it
+        except (ConnectionRefusedError, FileNotFoundError, UntrustedSocket):
+            pass  # a stale socket (its broker was killed), or not this user's: ours replaces it
     old = os.umask(0o177)  # the socket is born 0600: no window where another user may connect
     try:
-        if path.exists():
+        if os.path.lexists(path):
             path.unlink()
         server = await asyncio.start_unix_server(broker.handle, path=str(path), limit=MAX_LINE)
     finally:

@@ -152,6 +152,7 @@ def test_output_through_the_broker_arrives_byte_for_byte_as_frames_and_as_json_l
     from sleuth.probes import ProgramSpec, Target, execute
     from sleuth.probes.broker import BrokerClient, target_to_dict
     from sleuth.probes.protocol import build_program, new_nonce
+    from sleuth.unixsock import caller_state
     from test_transport import Sink
 
     d = tmp_path / "proj" / ".sleuth"
@@ -173,7 +174,7 @@ def test_output_through_the_broker_arrives_byte_for_byte_as_frames_and_as_json_l
             program = build_program(ProgramSpec(probe="t", source=BLOB_SRC, fork=True), new_nonce())
             writer.write(json.dumps({"op": "run", "target": target_to_dict(target), "fork": True, "timeout": 60,
                                      "program": base64.b64encode(program).decode(), "cwd": str(tmp_path),
-                                     "environ": dict(os.environ)}).encode() + b"\n")
+                                     "environ": dict(os.environ), "caller": caller_state()}).encode() + b"\n")
             got = {"stdout": b"", "stderr": b""}
             while line := await reader.readline():
                 msg = json.loads(line)
@@ -207,6 +208,7 @@ def test_a_slow_command_holds_the_far_end_back_instead_of_filling_the_broker(tmp
     from sleuth.probes import ProgramSpec, Target
     from sleuth.probes.broker import BrokerClient, target_to_dict
     from sleuth.probes.protocol import build_program, new_nonce
+    from sleuth.unixsock import caller_state
 
     d = tmp_path / "proj" / ".sleuth"
     d.mkdir(parents=True)
@@ -221,7 +223,8 @@ def test_a_slow_command_holds_the_far_end_back_instead_of_filling_the_broker(tmp
                 reader, writer = await asyncio.open_unix_connection(str(client.path), limit=1 << 26)
                 writer.write(json.dumps({"op": "run", "target": target_to_dict(target), "fork": True, "timeout": 120,
                                          "program": base64.b64encode(program).decode(), "cwd": str(tmp_path),
-                                         "environ": dict(os.environ), "frames": "binary"}).encode() + b"\n")
+                                         "environ": dict(os.environ), "frames": "binary",
+                                         "caller": caller_state()}).encode() + b"\n")
                 got, paused = 0, False
                 while True:
                     first = await reader.readexactly(1)
