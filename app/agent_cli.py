@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 from ..probes import load_config
@@ -60,7 +61,13 @@ def cmd_agent_status(args: argparse.Namespace) -> int:
     client = BrokerClient(Workspace.find().dir, start=False)
     try:
         status = asyncio.run(client.ask("status"))
-    except (BrokerError, OSError):
+    except BrokerError as exc:
+        if exc.untrusted:  # something listens there that is not this user's broker: said, not hidden
+            print(f"sleuth: {exc}; commands here run without a broker", file=sys.stderr)
+            return 1
+        print(json.dumps({"running": False}) if args.json else f"no agent broker for {client.sleuth_dir} (none runs)")
+        return 0
+    except OSError:
         print(json.dumps({"running": False}) if args.json else f"no agent broker for {client.sleuth_dir} (none runs)")
         return 0
     if args.json:
@@ -82,7 +89,13 @@ def cmd_agent_stop(args: argparse.Namespace) -> int:
     client = BrokerClient(Workspace.find().dir, start=False)
     try:
         said = asyncio.run(client.ask("stop"))
-    except (BrokerError, OSError):
+    except BrokerError as exc:
+        if exc.untrusted:
+            print(f"sleuth: {exc}; nothing stopped", file=sys.stderr)
+            return 1
+        print("no agent broker runs here")
+        return 0
+    except OSError:
         print("no agent broker runs here")
         return 0
     print(f"agent broker stopping: {said.get('agents', 0)} agent(s) closed, their processes ended")

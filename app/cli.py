@@ -3,7 +3,8 @@
 Every command takes ``--session PATH`` (default: the current investigation under
 ``.sleuth/``). Bad input — an unknown id, a malformed ``sleuth.toml`` or catalog file, a
 corrupt session — is one line on stderr naming what and where, and exit status 2;
-nothing already stored is touched.
+nothing already stored is touched. A target, agent or broker that cannot be reached
+(probes.ReachError) is one line too, and exit status 1, as a run whose transport failed.
 
 This module imports nothing but the standard library's argparse: each command names its
 handler as ``"module:function"`` (app/session_cli.py, probe_cli.py, remedy_cli.py,
@@ -27,7 +28,8 @@ __all__ = ["EXIT_CODES", "build_parser", "main"]
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_RETEST = 0, 1, 2, 3
 EXIT_CODES = {
     EXIT_OK: "done (a run: it completed)",
-    EXIT_FAILED: "a run did not complete (failed, killed, timed out, transport, no result), or --grep found nothing",
+    EXIT_FAILED: "a run did not complete (failed, killed, timed out, transport, no result), a target or the broker "
+                 "not reached, or --grep found nothing",
     EXIT_BAD_INPUT: "bad input: an unknown id, a malformed sleuth.toml or session, a path that cannot be used",
     EXIT_RETEST: "refused: a circular retest (the same check in the same state); --force runs it",
     130: "interrupted (Ctrl-C)",
@@ -295,8 +297,11 @@ def main(argv: Sequence[str] | None = None, *, here: bool = False) -> int:
         return 0
     except Exception as exc:
         # the four roots (app/errors.py); imported here, where the raising module loaded them already
-        from .errors import HypothesisError, ProbesError, SessionError, UsageError
+        from .errors import HypothesisError, ProbesError, ReachError, SessionError, UsageError
 
+        if isinstance(exc, ReachError):  # the target, its agent or the broker not reached: not bad input
+            print(f"sleuth: error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         if isinstance(exc, (UsageError, SessionError, ProbesError, HypothesisError)):
             print(f"sleuth: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT

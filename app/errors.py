@@ -9,7 +9,9 @@ sleuth catches the four roots and nothing finer::
     probes.ProbesError          a target, probe, remedy or transport refused
     hypotheses.HypothesisError  a catalog file or rule refused
 
-Each is one line on stderr and exit status 2 from the CLI, a notification in the UI;
+Each is one line on stderr and exit status 2 from the CLI — but probes.ReachError (a target,
+agent or broker not reached: TransportError, AgentError, BrokerError), exit status 1 — and
+a notification in the UI;
 ``sessions.CircularRetest`` (a SessionError) is caught first where a run is asked for, since
 it is a question for the user, not a fault.
 """
@@ -17,10 +19,10 @@ it is a question for the user, not a fault.
 from __future__ import annotations
 
 from ..hypotheses import HypothesisError
-from ..probes import ProbesError
+from ..probes import ProbesError, ReachError
 from ..sessions import SessionError
 
-__all__ = ["HypothesisError", "ProbesError", "SessionError", "UsageError"]
+__all__ = ["HypothesisError", "ProbesError", "ReachError", "SessionError", "UsageError"]
 
 
 class UsageError(Exception):

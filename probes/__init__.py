@@ -9,10 +9,11 @@ Errors (probes/errors.py; catch the root at a boundary)::
      ├── ConfigError        sleuth.toml does not parse or a target is malformed (file:line:col)
      ├── ProbeError         unknown probe id, or a probe file without a valid PROBE literal
      ├── RemedyError        a remedy cannot be previewed, applied or reverted
-     ├── TransportError     a hop could not be reached (``hop``); raised by connection set-up and
-     │                      file transfer — a *run* returns it as its ``transport`` classification
-     ├── AgentError         the resident agent could not start or broke its protocol
-     └── BrokerError        the agent broker (shared by the CLI and the UI) cannot be reached or started
+     └── ReachError         a fault on the way to the target (exit status 1, never bad input)
+          ├── TransportError  a hop could not be reached (``hop``); raised by connection set-up and
+          │                   file transfer — a *run* returns it as its ``transport`` classification
+          ├── AgentError      the resident agent could not start or broke its protocol
+          └── BrokerError     the agent broker (shared by the CLI and the UI) cannot be reached or started
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from .agent import AGENT_VERSION, Agent, AgentPool
 from .catalog import ProbeDef, builtin_probes, probe_from_file
 from .classify import CLASSIFICATIONS, RunFacts, classify
 from .config import CONTAINER_KINDS, TEMPLATE, Config, Container, Fleet, Target, load_config
-from .errors import AgentError, BrokerError, ConfigError, ProbeError, ProbesError, RemedyError, TransportError
+from .errors import (
+    AgentError,
+    BrokerError,
+    ConfigError,
+    ProbeError,
+    ProbesError,
+    ReachError,
+    RemedyError,
+    TransportError,
+)
 from .hops import CD_SCRIPT, Hop, HopChain, container_prefix
 from .protocol import ProgramSpec, RecordParser, build_program, new_nonce
 from .runner import OutputSink, Runner, RunOutcome, SessionRunner, chain_for, execute
@@ -63,6 +73,7 @@ __all__ = [
     "ProbeDef",
     "ProbeError",
     "ProbesError",
+    "ReachError",
     "Process",
     "ProgramSpec",
     "RecordParser",

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..unixsock import UntrustedSocket, agent_socket, caller_state, connect_trusted, folder_problem
+from ..unixsock import UntrustedSocket, agent_socket, caller_state, connect_trusted, folder_problem, say_untrusted
 from .agent import AgentPool
 from .config import Container, Fleet, Target
 from .errors import BrokerError
@@ -94,7 +94,7 @@ def broker_socket(sleuth_dir: Path) -> Path:
     path = agent_socket(sleuth_dir, create=True)
     said = folder_problem(path.parent)
     if said:
-        raise BrokerError(f"{said}: sleuth keeps no broker socket there (chmod go-w it)")
+        raise BrokerError(f"{said}: sleuth keeps no broker socket there (chmod go-w it)", untrusted=True)
     return path
 
 
@@ -157,7 +157,8 @@ class BrokerClient:
         try:
             sock = connect_trusted(path)
         except UntrustedSocket as exc:
-            raise BrokerError(f"not using the agent broker: {exc}; sent it nothing") from None
+            say_untrusted(exc)  # once per process, on stderr; the run's note says it too
+            raise BrokerError(f"not using the agent broker: {exc}; sent it nothing", untrusted=True) from None
         return await asyncio.open_unix_connection(sock=sock, limit=MAX_LINE)
 
     def _spawn(self, path: Path) -> None:

@@ -6,9 +6,14 @@
      ├── ConfigError            sleuth.toml does not parse or a target is malformed (file:line:col)
      ├── ProbeError             an unknown probe id, or a probe file without a valid PROBE literal
      ├── RemedyError            a remedy cannot be previewed, applied or reverted (says why, where)
-     ├── TransportError         a hop could not be reached; ``hop`` names it (1-based)
-     └── AgentError             the resident agent could not start or broke its protocol
-                                (the pool then runs probes in a session each and says why)
+     └── ReachError             a fault between here and the target, never the user's input
+          ├── TransportError    a hop could not be reached; ``hop`` names it (1-based)
+          ├── AgentError        the resident agent could not start or broke its protocol
+          │                     (the pool then runs probes in a session each and says why)
+          └── BrokerError       the agent broker cannot be reached or started
+
+The command line maps the two kinds once (app/cli.py): ReachError is exit status 1, as a run
+whose transport failed; every other ProbesError is bad input, exit status 2.
 
 A run never raises for a fault of the far end: the transport layer *returns* it as the
 run's ``transport`` classification (probes.transports.run_process). TransportError is
@@ -19,7 +24,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["AgentError", "BrokerError", "ConfigError", "ProbeError", "ProbesError", "RemedyError", "TransportError"]
+__all__ = ["AgentError", "BrokerError", "ConfigError", "ProbeError", "ProbesError", "ReachError", "RemedyError",
+           "TransportError"]
 
 
 class ProbesError(Exception):
@@ -43,7 +49,12 @@ class RemedyError(ProbesError):
     """The remedy cannot be previewed, applied or reverted; says why and where."""
 
 
-class TransportError(ProbesError):
+class ReachError(ProbesError):
+    """The target, its agent or the broker could not be reached or broke off: a transport
+    fault (exit status 1), never evidence and never the user's bad input."""
+
+
+class TransportError(ReachError):
     """A hop could not be reached; ``hop`` says which (1-based), ``str()`` why."""
 
     def __init__(self, message: str, hop: int | None = None) -> None:
@@ -51,10 +62,15 @@ class TransportError(ProbesError):
         self.hop = hop
 
 
-class AgentError(ProbesError):
+class AgentError(ReachError):
     """The agent could not be started, or broke its protocol."""
 
 
-class BrokerError(ProbesError):
+class BrokerError(ReachError):
     """The agent broker (the process the CLI and the UI share agents through) cannot be
-    reached or started."""
+    reached or started; ``untrusted`` when something listens where it should that is not
+    this user's broker in a private folder (it was sent nothing)."""
+
+    def __init__(self, message: str, untrusted: bool = False) -> None:
+        super().__init__(message)
+        self.untrusted = untrusted

@@ -9,7 +9,7 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 from ..hypotheses import InvestigationState, RemedyApplication, RunInfo, trials_needed
-from ..probes import Target
+from ..probes import ReachError, Target
 from ..probes.remedies import (
     CodeFile,
     RemedyError,
@@ -218,7 +218,7 @@ def restore_application(app: RemedyApplication, target: Target | str = "local") 
         for (file, f), data in zip(files, now, strict=True):
             revert(file, f["before"].encode("utf-8"), f["after_sha"])
             done.append((file, data))
-    except RemedyError:
+    except (RemedyError, ReachError):  # a write refused, or the target lost midway
         for file, data in reversed(done):  # all or none
             file.replace(data, keep_original=False)
         raise
@@ -317,7 +317,7 @@ def apply_tree(inv: Investigation, tree: TreePlan, target: Target | str = "local
             record = write_remedy(inv.state, plan)
             if record is not None:
                 written.append((plan, record))
-    except RemedyError:
+    except (RemedyError, ReachError):  # a write refused, or the target lost midway
         for plan, record in reversed(written):
             revert(plan.file, plan.before, record["after_sha"])
         raise

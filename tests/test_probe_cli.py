@@ -258,3 +258,37 @@ def test_the_live_echo_shows_records_short_and_everything_else_as_it_comes(capfd
     assert lines[0] == "step 1"
     assert lines[1] == f"⟨record⟩ {big[:RECORD_SHOWN]}… (+{len(big) - RECORD_SHOWN} chars: `sleuth output` has it whole)"
     assert lines[2:5] == ["@@slip not a record", "progress 10%\rprogress 100%", '⟨record⟩ {"kind": "done"}']
+
+
+def test_a_target_that_cannot_be_reached_is_exit_1_and_bad_input_is_exit_2(tmp_path, sshd):
+    """Issue 35: every layer's error was exit 2 ("bad input"), a transport fault included. A
+    target whose sshd is down (a real port that nothing listens on) is now 1 wherever it is met —
+    a run, a remedy's preview, apply and revert, the code tree — and records nothing as
+    evidence; a malformed sleuth.toml, an unknown probe or target stay 2."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    down = sshd.toml("down", jump=False, container=None).replace(f"port = {sshd.servers['gpu'].port}", f"port = {port}")
+    assert f"port = {port}" in down
+    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + down + 'code = { remote = "/srv/code" }\n')
+    before = json.loads(sleuth(d, "hypotheses", "--json").stdout)
+
+    run = sleuth(d, "probe", "run", "env-fingerprint", "--target", "down", "--json", check=1)
+    assert json.loads(run.stdout)["classification"] == "transport"
+    for args in (("remedy", "preview", "lock", "model.py"), ("remedy", "apply", "lock", "model.py"),
+                 ("remedy", "apply", "lock"), ("remedy", "preview", "lock")):
+        proc = sleuth(d, *args, "--target", "down", check=1)
+        assert "hop 1 (ssh root@127.0.0.1): connection refused" in proc.stderr and "Traceback" not in proc.stderr
+        assert "no module here" not in proc.stderr  # not reached is not "nothing there"
+    assert json.loads(sleuth(d, "hypotheses", "--json").stdout) == before  # nothing became evidence
+
+    assert "unknown probe" in sleuth(d, "probe", "run", "no-such-probe", "--target", "down", check=2).stderr
+    assert sleuth(d, "probe", "run", "env-fingerprint", "--target", "nowhere", check=2).stderr.startswith("sleuth: error")
+    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n[targets.down]\nport = 1\n")
+    proc = sleuth(d, "probe", "run", "env-fingerprint", "--target", "down", check=2)
+    assert "sleuth.toml:" in proc.stderr

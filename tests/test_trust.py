@@ -100,6 +100,9 @@ def test_a_listener_in_a_sleuth_folder_others_can_write_to_gets_nothing(outside)
     said = [line for line in ran.stderr.splitlines() if "not using the agent broker" in line]
     assert len(said) == 1 and f"{dot} is writable by its group and others (mode 777)" in said[0], ran.stderr
     assert SECRET not in ran.stderr
+    status = run_owner(proj, "agent", "status")  # not "none runs": something is there, and it was refused
+    assert status.returncode == 1 and "writable by its group and others" in status.stderr, status
+    assert log.read_bytes() == b""
 
 
 def test_a_listener_that_made_the_long_path_folder_first_gets_nothing(outside):
@@ -142,6 +145,8 @@ def test_a_socket_file_made_to_look_like_ours_is_caught_by_its_peer(outside):
     assert SECRET.encode() not in heard and b"MY_TOKEN" not in heard
     assert all(line.endswith(b": 0 bytes") for line in heard.splitlines() if line.startswith(b"connection")), heard
     assert "is served by uid 65534, not by you" in ran.stderr, ran.stderr
+    status = run_owner(proj, "agent", "stop")
+    assert status.returncode == 1 and "is served by uid 65534, not by you" in status.stderr, status
 
 
 def test_the_socket_paths_are_one_function_on_both_sides(tmp_path: Path):

@@ -2,7 +2,8 @@
 (SFTP) or through its hop chain (a container). One interface, so previewing, applying and
 reverting are written once (``probes.remedies``) and checked the same way everywhere.
 
-Every failure to read or write is a :class:`RemedyError` that names the file.
+Every failure to read or write is a :class:`RemedyError` that names the file; a target that
+cannot be reached is a :class:`TransportError` (exit status 1), never "the file is not there".
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ class RemoteFile(CodeFile):
 
         try:
             return asyncio.run(go())
-        except (TransportError, OSError) as exc:
+        except TransportError as exc:  # the target was not reached: not an answer about the file
+            raise TransportError(f"{self.key}: {exc}", hop=exc.hop) from None
+        except OSError as exc:
             raise RemedyError(f"{self.key}: {exc}") from None
 
     def exists(self) -> bool:
@@ -155,7 +158,9 @@ def remote_tree(target: Target, root: str) -> list[RemoteFile]:
 
     try:
         return [RemoteFile(target, path) for path in asyncio.run(go())]
-    except (TransportError, OSError) as exc:
+    except TransportError as exc:
+        raise TransportError(f"{target.name}:{rroot}: {exc}", hop=exc.hop) from None
+    except OSError as exc:
         raise RemedyError(f"{target.name}:{rroot}: {exc}") from None
 
 
