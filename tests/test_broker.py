@@ -297,3 +297,75 @@ def test_cancel_through_the_broker_kills_the_far_end_and_says_cancelled(tmp_path
     assert out.classification == "killed" and out.reason.startswith("cancelled"), (out.classification, out.reason)
     assert seconds < 30 and started and gone(started[0])  # the sleep the probe started is gone too
     assert after.classification == "completed"
+
+
+def _alias_home(root: Path, sshd, identity: bool) -> Path:
+    """A HOME whose ~/.ssh/config names the gpu host `gpu` (with the key, or leaving it to an
+    ssh agent); no key files of its own."""
+    home = root
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host gpu\n  HostName 127.0.0.1\n  Port {sshd.servers['gpu'].port}\n  User {sshd.user}\n"
+        + (f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n" if identity else "")
+        + f"  UserKnownHostsFile {sshd.known_hosts}\n  StrictHostKeyChecking yes\n")
+    (home / ".ssh").chmod(0o700)
+    return home
+
+
+@pytest.mark.slow
+def test_a_command_from_another_home_or_ssh_agent_behaves_as_run_directly(tmp_path, sshd):
+    """Issue 35: a later command was served by the broker with what the broker had when it
+    started: another HOME (another ~/.ssh/config) failed with 'Name or service not known', a new
+    terminal's SSH_AUTH_SOCK was not used. Now the broker steps aside for them, through the real
+    sshd, and the command does what it does run directly."""
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text()
+                                   + f'\n[targets.alias]\nssh = "gpu"\npython = "{sshd.python}"\nconnect_timeout = 5\n')
+    base = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "SSH_AGENT_PID")}
+    plain = tmp_path / "plain"
+    (plain / ".ssh").mkdir(parents=True)
+    with_key = _alias_home(tmp_path / "with-key", sshd, identity=True)
+
+    def run(home: Path, *more: str, extra: dict | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([SLEUTH, "probe", "run", "--json", "--force", *more], cwd=d, capture_output=True,
+                              text=True, timeout=120, env={**base, "HOME": str(home), **(extra or {})})
+
+    try:
+        first = run(plain, "--shell", "true")  # starts the broker, with a HOME that knows no `gpu`
+        assert first.returncode == 0, first.stderr
+        assert status(d, HOME=str(plain))["pid"]
+        other = run(with_key, "--target", "alias", "--shell", "echo reached-$HOME")
+        assert other.returncode == 0, other.stderr
+        got = json.loads(other.stdout)
+        assert got["classification"] == "completed", got
+        assert "reached-" in sleuth(d, "output", str(got["run_id"])).stdout
+        again = run(plain, "--target", "alias", "--shell", "true")  # the broker's own HOME: as directly, no `gpu`
+        assert again.returncode == 1 and json.loads(again.stdout)["classification"] == "transport"
+        assert status(d, HOME=str(plain))["stepped_aside"] >= 1
+    finally:
+        sleuth(d, "agent", "stop", check=False)
+
+    # a new terminal's ssh agent: the broker started without one, the key is only in the agent
+    agent_home = _alias_home(tmp_path / "agent-home", sshd, identity=False)
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.run(["ssh-agent", "-a", str(sock), "-s"], capture_output=True, text=True, check=True)
+    pid = int(agent.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        key = tmp_path / "key"
+        key.write_bytes(Path(sshd.client_key).read_bytes())
+        key.chmod(0o600)
+        subprocess.run(["ssh-add", str(key)], env={**base, "SSH_AUTH_SOCK": str(sock)}, check=True,
+                       capture_output=True)
+        key.unlink()
+        no_agent = run(agent_home, "--target", "alias", "--shell", "true")  # starts the broker, no agent
+        assert no_agent.returncode == 1, no_agent.stderr
+        assert json.loads(no_agent.stdout)["classification"] == "transport"
+        assert status(d, HOME=str(agent_home))["pid"]
+        served = run(agent_home, "--target", "alias", "--shell", "echo by-agent", extra={"SSH_AUTH_SOCK": str(sock)})
+        assert served.returncode == 0, served.stderr
+        assert json.loads(served.stdout)["classification"] == "completed"
+    finally:
+        sleuth(d, "agent", "stop", check=False)
+        os.kill(pid, signal.SIGTERM)
