@@ -24,7 +24,7 @@ from ..sessions import (
 from ..sessions.findings import ENV_FINDINGS, known_env_line
 from .errors import UsageError
 from .outline import record_line
-from .timeline import run_findings
+from .timeline import run_changes, run_findings
 
 __all__ = ["cmd_probe_list", "cmd_probe_run", "cmd_target_check", "cmd_target_show"]
 
@@ -279,6 +279,7 @@ class _Echo:
 def _report(inv: Investigation, report, as_json: bool) -> int:
     data = report.to_json(inv)
     data["findings"] = run_findings(inv.state, report.run)  # what the UI's timeline says of it
+    data.update(run_changes(inv.state, report.run))  # the same changes as data: drift, state_changes
     if as_json:
         print(json.dumps(data, indent=2, default=str))
     else:

@@ -22,7 +22,7 @@ from ..hypotheses.known import describe_left, describe_match, fix_words
 from ..hypotheses.verification import describe_verifications
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
 
-__all__ = ["event_sentence", "fleet_retest_prompt", "observation_sentence", "retest_prompt", "run_findings",
+__all__ = ["event_sentence", "fleet_retest_prompt", "observation_sentence", "retest_prompt", "run_changes", "run_findings",
            "timeline_rows"]
 
 
@@ -93,26 +93,57 @@ def observation_sentence(seen: dict[str, Any]) -> str:
     return said
 
 
-def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, str]]:
+def _own_reads(st: InvestigationState, run: Any, previous: int) -> list[dict[str, Any]]:
+    """The state read made for *run* (recorded when it told something), not one made for an
+    attempt that was refused or declined in between. A session from before runs named their
+    read: every read on the target between the previous run's start and this one's."""
+    if run.observed_seq is not None:
+        return [seen for seen in st.observations if seen["seq"] == run.observed_seq]
+    return [seen for seen in st.observations
+            if seen["target"] == run.target and previous < seen["seq"] < run.started_seq]
+
+
+def run_changes(st: InvestigationState, run_id: int) -> dict[str, list[dict[str, Any]]]:
+    """What changed, as data (``probe run --json``): ``drift``, the run's environment against
+    its baseline, and ``state_changes``, what its own state read saw changed since sleuth last
+    looked — each a list of {"name", "before", "after"} (a distribution with both versions,
+    None where it was absent), the sentences of :func:`run_findings` beside them."""
+    run = st.runs[run_id]
+    drift = run.result.get("changes") if run.result.get("has_baseline") else None
+    previous = _previous_start(st, run)
+    seen = [c for read in _own_reads(st, run, previous) for c in read.get("changes") or ()]
+    return {"drift": [_change(c) for c in drift] if isinstance(drift, list) else [],
+            "state_changes": [_change(c) for c in seen]}
+
+
+def _change(c: dict[str, Any]) -> dict[str, Any]:
+    return {"name": c.get("name"), "before": c.get("before"), "after": c.get("after")}
+
+
+def _previous_start(st: InvestigationState, run: Any) -> int:
+    return max((r.started_seq for r in st.runs.values()
+                if r.target == run.target and r.started_seq < run.started_seq), default=0)
+
+
+def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, Any]]:
     """What sleuth noticed about one run, as the timeline says it: the state read before it
     (changed outside sleuth, back to an earlier state), its flags (circular retest,
     oscillation, revisit) and its drift from the baseline. ``sleuth probe run`` prints these
     (and puts them in --json) so the CLI says what the UI's timeline says."""
     run = st.runs[run_id]
-    previous = max((r.started_seq for r in st.runs.values()
-                    if r.target == run.target and r.started_seq < run.started_seq), default=0)
-    out = []
-    for seen in st.observations:  # the read made just before this run (after the previous one's start)
-        if seen["target"] == run.target and previous < seen["seq"] < run.started_seq:
-            said = observation_sentence(seen)
-            if said:
-                out.append({"kind": "state", "text": f"{run.target} read before the run: {said}"})
+    out: list[dict[str, Any]] = []
+    for seen in _own_reads(st, run, _previous_start(st, run)):
+        said = observation_sentence(seen)
+        if said:
+            out.append({"kind": "state", "text": f"{run.target} read before the run: {said}",
+                        "changes": [_change(c) for c in seen.get("changes") or ()]})
     out += [{"kind": f.kind, "text": f.message} for f in st.flags if f.run == run_id]
     out += [{"kind": "environment", "text": n["text"]} for n in st.notes
             if n.get("finding") and n.get("about") == f"#{run_id}"]  # said once per target, with the run that showed it
     drift = run.result.get("changes") if run.result.get("has_baseline") else None
     if isinstance(drift, list) and drift:
-        out.append({"kind": "drift", "text": f"against the baseline: {changes_text(drift)}"})
+        out.append({"kind": "drift", "text": f"against the baseline: {changes_text(drift)}",
+                    "changes": [_change(c) for c in drift]})
     for rec in run.records:  # what a probe found about the target itself (stacks: no ptrace rights, no py-spy)
         if rec.get("kind") == "finding" and rec.get("text"):
             out.append({"kind": str(rec.get("finding") or "finding"),

@@ -231,6 +231,7 @@ class InvestigationState(StateQueries):
             remedies=tuple(d.get("remedies", ())),
             retest_of=d.get("retest_of"),
             stochastic=bool(d.get("stochastic", False)),
+            observed_seq=d.get("observed"),
         )
         self.runs[run.id] = run
         self._node(f"run:{run.id}", kind="run")

@@ -96,6 +96,9 @@ class RunInfo:
     remedies: tuple[str, ...] = ()
     retest_of: int | None = None
     stochastic: bool = False  # a sample of a race (its probe says so)
+    # the seq of the state read made for this run when it told something (state.observed);
+    # 0: it told nothing; None: a session from before runs named their read
+    observed_seq: int | None = None
     classification: str | None = None
     reason: str = ""
     result: dict[str, Any] = field(default_factory=dict)
@@ -208,6 +211,7 @@ class PreRunCheck:
     back_from: RunInfo | None = None
     stochastic: bool = False  # a sample: repeats add trials, nothing is flagged
     state_parts: dict[str, str] | None = None  # component_keys(state), computed once
+    observed_seq: int | None = None  # the state.observed event this read was recorded as, if any
 
     @property
     def flagged(self) -> bool:

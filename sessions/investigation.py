@@ -300,18 +300,19 @@ class Investigation(RunJudging):
         return self.state.check_before_run(probe, params, target, state=state, definition=definition, unknown=unknown,
                                            stochastic=stochastic)
 
-    def observe_state(self, target: str, check: PreRunCheck) -> bool:
+    def observe_state(self, target: str, check: PreRunCheck) -> int | None:
         """Record the state read before a run when it tells something: the target changed
         since sleuth last saw it (by hand, outside sleuth), or the run would repeat an earlier
-        one. Declining the run then loses nothing. Whether it was recorded."""
+        one. Declining the run then loses nothing. The event's seq where it was recorded (the
+        run started under *check* names it: its findings are its own read's), else None."""
         measured = check.state
         if measured is None:
-            return False
+            return None
         known = self.state.known_state(target)
         parts = check.state_parts or component_keys(measured)
         changed = known is None or known[1] != parts
         if not (changed or check.flagged):
-            return False
+            return None
         data: dict[str, Any] = {"target": target, "state": measured, "state_parts": parts, "state_key": check.expected_state}
         if known is not None:
             data["changes"] = [c.to_dict() for c in state_changes(known[0], measured)]
@@ -322,8 +323,7 @@ class Investigation(RunJudging):
             data["same_as"] = check.retest_of.id
         if check.back_from is not None:
             data["back_from"] = check.back_from.id
-        self._record(EventKind.STATE_OBSERVED, data)
-        return True
+        return self._record(EventKind.STATE_OBSERVED, data).seq
 
     def describe_check(self, check: PreRunCheck, now: float | None = None) -> str:
         """What is flagged about *check*, in the words every front end uses."""
@@ -370,6 +370,7 @@ class Investigation(RunJudging):
                     "check_key": check.check_key,
                     "remedies": list(self.state.active_remedies(target)),
                     "retest_of": check.retest_of.id if check.retest_of else None,
+                    "observed": check.observed_seq or 0,  # its own state read (0: it told nothing)
                     **({"stochastic": True} if check.stochastic else {}),
                 },
             )

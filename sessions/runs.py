@@ -177,8 +177,8 @@ async def check_run(
         measured = await measure_state(target, runner=runner, prefix=overlay_prefix(inv, target.name))
     check = inv.check_before_run(request.probe, request.params, target.name, state=measured.state,
                                  definition=target.definition(), unknown=measured.unknown, stochastic=request.stochastic)
-    inv.observe_state(target.name, check)
-    return check
+    seq = inv.observe_state(target.name, check)
+    return replace(check, observed_seq=seq) if seq else check
 
 
 async def run_probe(

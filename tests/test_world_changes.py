@@ -187,3 +187,33 @@ def test_a_wiped_cache_and_an_edited_file_are_not_retests(tmp_path, venvs):
     (code / "model.py").write_text("W = 2\n")  # the code edited by hand
     third, _ = fingerprint(d, code=0)
     assert third["retest_of"] is None and third["state_key"] != second["state_key"]
+
+
+@pytest.mark.slow
+def test_after_a_refused_retest_the_next_runs_findings_are_its_own_and_the_changes_are_data(tmp_path, venvs):
+    """Issue 35: after a refused circular retest, the next run's findings still carried the
+    refused attempt's read ('the same state as #1') beside its own ('changed outside sleuth').
+    Now a run says only what its own read saw, and --json gives every change as data."""
+    import shutil
+
+    venv = tmp_path / "C"
+    shutil.copytree(venvs["A"], venv, symlinks=True)
+    d = project(tmp_path, venv / "bin" / "python")
+    first, _ = fingerprint(d, code=0)
+    _refused, proc = fingerprint(d, code=3)
+    assert f"#{first['run_id']}" in proc.stderr
+    sleuth(d, "baseline", f"#{first['run_id']}")
+    pip(venv, "install", "--no-index", "--no-deps", str(venvs["pkg2"]))  # by hand: 1.0 → 2.0
+    second, _ = fingerprint(d, code=0)
+    state = [f["text"] for f in second["findings"] if f["kind"] == "state"]
+    assert len(state) == 1 and "changed outside sleuth: sleuth-demo-pkg 1.0 → 2.0" in state[0], second["findings"]
+    assert not any("the same state as" in f["text"] for f in second["findings"]), second["findings"]
+    assert second["state_changes"] == [{"name": "sleuth-demo-pkg", "before": "1.0", "after": "2.0"}]
+    assert second["drift"] == [{"name": "sleuth-demo-pkg", "before": "1.0", "after": "2.0"}]
+    (drift,) = [f for f in second["findings"] if f["kind"] == "drift"]
+    assert drift["changes"] == second["drift"] and "sleuth-demo-pkg 1.0 → 2.0" in drift["text"]
+    # a run whose read told nothing new has no state finding and no state changes
+    third, _ = fingerprint(d, "--force", code=0)
+    assert third["state_changes"] == [] and third["drift"] == second["drift"]
+    assert [f["text"] for f in third["findings"] if f["kind"] == "state"] == [
+        f"gpu read before the run: the same state as #{second['run_id']}"]
