@@ -139,7 +139,7 @@ def say_untrusted(exc: UntrustedSocket) -> None:
 
 # What a served command or run takes from the broker rather than from the caller unless they
 # agree: the environment sleuth, ssh and a local target's processes read, the umask, the
-# user's groups. A caller that differs in any of them gets no broker (it steps aside).
+# user's groups, the resource limits (ulimit). A caller that differs in any of them gets no broker (it steps aside).
 _ENV_NAMES = ("HOME", "USER", "LOGNAME", "PATH", "SHELL", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "TMPDIR", "VIRTUAL_ENV",
               "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "http_proxy",
               "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
@@ -171,16 +171,29 @@ def caller_state(environ: dict[str, str] | None = None) -> dict[str, object]:
     picked = {k: v for k, v in env.items()
               if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and k not in _ENV_VOLATILE}
     return {"env": dict(sorted(picked.items())), "umask": _umask(), "uid": os.getuid(), "gid": os.getgid(),
-            "groups": sorted(os.getgroups())}
+            "groups": sorted(os.getgroups()), "rlimits": _rlimits()}
+
+
+def _rlimits() -> dict[str, list[int]]:
+    """The limits a child inherits that a job notices: open files, core dumps, address space,
+    stack, locked memory (NCCL's and RDMA's pinned buffers)."""
+    import resource
+
+    out = {}
+    for name in ("RLIMIT_NOFILE", "RLIMIT_CORE", "RLIMIT_AS", "RLIMIT_STACK", "RLIMIT_MEMLOCK"):
+        which = getattr(resource, name, None)
+        if which is not None:
+            out[name[7:].lower()] = list(resource.getrlimit(which))
+    return out
 
 
 def state_differs(mine: dict[str, object], theirs: object) -> str | None:
     """Which part of a caller's state differs from *mine*, in words; None when they agree."""
     if not isinstance(theirs, dict):
         return "the caller did not say its environment (an older sleuth)"
-    for key in ("uid", "gid", "groups", "umask"):
+    for key in ("uid", "gid", "groups", "umask", "rlimits"):
         if mine.get(key) != theirs.get(key):
-            return f"its {key} differs from the broker's"
+            return f"its {key} differ from the broker's" if key.endswith("s") else f"its {key} differs from the broker's"
     a, b = mine.get("env") or {}, theirs.get("env") or {}
     assert isinstance(a, dict) and isinstance(b, dict)
     names = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))

@@ -93,3 +93,26 @@ def test_a_broker_of_other_code_refuses_and_the_command_runs_here(project: Path)
         reply = json.loads(s.makefile("rb").readline())
     assert "refused" in reply and "another sleuth" in reply["refused"]
     assert _status(project)["commands"] == 0  # the refused one never ran (agent commands are never handed over)
+
+
+@pytest.mark.slow
+def test_a_command_under_another_umask_or_ulimit_behaves_as_run_here(project: Path):
+    """Issue 35: a served command took the broker's umask and resource limits, not the
+    caller's: a postmortem exported under `umask 077` came out world-readable, a probe under
+    `ulimit -n 512` saw the broker's limit. The broker steps aside for them now."""
+    sleuth(project, "probe", "run", "--shell", "true")  # starts the broker (umask and limits of this shell)
+    assert _status(project)["pid"]
+
+    def sh(line: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", line], cwd=project, capture_output=True, text=True, timeout=120)
+
+    served = sh(f"{SLEUTH} export -o open.md")  # the same umask as the broker: served
+    assert served.returncode == 0, served.stderr
+    assert _status(project)["commands"] >= 1
+    private = sh(f"umask 077; {SLEUTH} export -o private.md")
+    assert private.returncode == 0, private.stderr
+    assert (project / "private.md").stat().st_mode & 0o777 == 0o600
+    soft = sh(f"ulimit -n 512; {SLEUTH} probe run --force --shell 'echo limit=$(ulimit -n)'")
+    assert soft.returncode == 0, soft.stderr
+    assert "limit=512" in soft.stdout, soft.stdout
+    assert _status(project)["stepped_aside"] >= 2
