@@ -64,11 +64,14 @@ def _flat_env(env: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def state_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[Change]:
     """Changes between two reported states' environments: every distribution (added,
-    removed, another version), the interpreter, the driver, torch's CUDA and git version."""
+    removed, another version), the interpreter, the driver, torch's CUDA and git version, the
+    compile settings of the environment (``env TORCHINDUCTOR_MAX_AUTOTUNE``)."""
     env_a = (before or {}).get("env") or {}
     env_b = (after or {}).get("env") or {}
     changes = _diff(_flat_env(env_a), _flat_env(env_b))
     changes += _diff(env_a.get("distributions") or {}, env_b.get("distributions") or {})
+    settings = _diff(env_a.get("settings") or {}, env_b.get("settings") or {})  # TORCHINDUCTOR_*, ...
+    changes += [Change("env " + c.name, c.before, c.after) for c in settings]
     return sorted(changes, key=_order)
 
 

@@ -256,6 +256,14 @@ def _sleuth_main(config):
     }
     if prefix:
         state["env"]["overlay"] = list(prefix)
+    # the variables that change what torch compiles and how (inductor's options, dynamo's, triton's,
+    # the threads a CPU kernel is built for, the devices): another value is another state, never a
+    # circular retest. Only where any is set, so a state without them reads as it always did.
+    settings = {k: v[:200] for k, v in sorted(_os.environ.items())
+                if k.startswith(("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE_", "TRITON_", "PYTORCH_"))
+                or k in ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST")}
+    if settings:
+        state["env"]["settings"] = settings
     emit("state", **state)
     if config.get("mode") == "state":  # only the state read before a run: nothing else runs
         emit("done", ok=True, exit=0, seconds=0.0)

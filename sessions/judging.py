@@ -62,7 +62,7 @@ class RunJudging:
             remedies = [
                 a
                 for a in self.state.applications.values()
-                if a.active and a.target == info.target and a.addresses(hyp_id, hyp.remedies)
+                if a.active and a.target == info.target and a.addresses(hyp_id, hyp.remedies) and self._in_force(a, info)
             ]
             if remedies and verdict.verdict == "refutes":
                 # Under a remedy for it, a clean run is the fix working, not a refutation —
@@ -96,6 +96,17 @@ class RunJudging:
                         {"application": app.id, "run": info.id, "hypothesis": hyp_id, "outcome": "not_fixed",
                          **self._verification(hyp_id, info, app, "not_fixed")},
                     )
+
+    @staticmethod
+    def _in_force(app: Any, info: RunInfo) -> bool:
+        """Whether *app* was in force for *info*: a code remedy is, while active; an upgrade only
+        where the run imported the overlay's release (else its overlay did not take, and a clean
+        run under it says nothing of the upgrade: _verify_upgrades notes it)."""
+        ov = app.overlay
+        if ov is None:
+            return True
+        versions = ((info.state or {}).get("env") or {}).get("distributions") or {}
+        return app.digest in info.remedies and overlay_took(version_of(versions, ov["package"]), ov["version"])
 
     def _verify_upgrades(self, info: RunInfo, versions: Mapping[str, str], seen: Mapping[str, str]) -> None:
         """A run under an upgrade's overlay, of a check that showed the issue on this target

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hypotheses import PreRunCheck, fingerprint_changes
+from ..hypotheses.cache_keys import with_cache_changes
 from ..hypotheses.hang import with_hang_analysis
 from ..hypotheses.known import SignatureWatch
 from ..probes import ProgramSpec, Runner, RunOutcome, Target, execute
@@ -247,6 +248,8 @@ async def run_probe(
         outcome.records = with_drift(outcome.records, request.baseline)
     if request.analysis == "stacks":
         outcome.records = with_hang_analysis(outcome.records)
+    if request.analysis == "compile-cache":  # what changed in the key since the last run that hit
+        outcome.records = with_cache_changes(inv.state, target.name, request.params, outcome.records)
     inv.finish_run(
         start.run,
         outcome.classification,

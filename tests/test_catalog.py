@@ -18,7 +18,8 @@ def test_builtin_catalog_has_the_four_hypotheses_and_refinements():
     assert ("exposes", "compile-race") in cat.hypotheses["cache-invalidation"].links
     assert cat.hypotheses["concurrent-fx-trace"].remedies == ("lock",)  # precompile cannot help
     probes = {t.probe for h in cat.hypotheses.values() for t in h.probes}
-    assert probes == {"compile-race", "fx-trace-state", "env-fingerprint", "cache-inventory", "dense-fallback", "stacks"}
+    assert probes == {"compile-race", "fx-trace-state", "env-fingerprint", "cache-inventory", "compile-cache", "dense-fallback",
+                      "stacks"}
     hang = {h.id for h in cat.hypotheses.values() if ("refines", "hang") in h.links}
     assert hang == {"collective-mismatch", "deadlock", "straggler"} and cat.symptoms["job-stopped"].opt_in
 

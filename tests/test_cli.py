@@ -51,7 +51,7 @@ def test_init_then_hypotheses_json_lists_the_four_builtins_open(here):
     assert by_id["compile-race"]["probes"] == ["compile-race", "fx-trace-state"]
     assert by_id["compile-race"]["remedies"] == ["lock", "precompile"]
     assert by_id["version-drift"]["probes"] == ["env-fingerprint"]
-    assert by_id["cache-invalidation"]["probes"] == ["cache-inventory"]
+    assert by_id["cache-invalidation"]["probes"] == ["compile-cache", "cache-inventory"]
     assert by_id["dense-fallback"]["probes"] == ["dense-fallback"]
     assert [r["id"] for r in by_id["compile-race"]["refinements"]] == ["concurrent-compile", "concurrent-fx-trace"]
 

@@ -307,14 +307,15 @@ def test_a_shell_command_that_prints_the_signature_matches_against_the_versions_
 
 
 def test_an_entry_with_a_rule_matches_the_runs_of_its_probe_where_the_rule_holds(tmp_path: Path):
-    """The shipped cache entry is said of a cache-inventory run that measured caches written by
-    another torch (keys_match false), not of one whose caches match, nor of another probe's
-    run; a rule without its probe, or one the rule language refuses, is a file:line error."""
+    """The shipped cache entry is said of a compile-cache run whose miss inductor's key explains
+    by torch (issue 34: measured, "torch" in changed), not of one where another part changed,
+    nor of a cache-inventory run on file times, nor of another probe's run; a rule without its
+    probe, or one the rule language refuses, is a file:line error."""
     from sleuth.sessions import Investigation
 
     known = load_known()
     entry = known["pytorch#101027"]
-    assert entry.rule is not None and entry.probe == "cache-inventory" and entry.fixed_in is None
+    assert entry.rule is not None and entry.probe == "compile-cache" and entry.fixed_in is None
     inv = Investigation.create(tmp_path / "s.sleuth", "t", load_catalog())
     inv.known = known
 
@@ -324,12 +325,13 @@ def test_an_entry_with_a_rule_matches_the_runs_of_its_probe_where_the_rule_holds
                        _state(torch="2.11.0+cu128"), {"stdout": 1, "stderr": 0})
         return [m["id"] for m in inv.state.known_for_run(start.run)["matches"]]
 
-    assert run("cache-inventory", {"cold": False, "keys_match": False}) == ["pytorch#101027"]
-    assert run("cache-inventory", {"cold": False, "keys_match": True}) == []
-    assert run("cache-inventory", {"cold": False, "keys_match": None}) == []  # sleuth could not tell: said of none
-    assert run("env-fingerprint", {"keys_match": False}) == []
+    assert run("compile-cache", {"misses": 1, "changed": ["torch", "triton"]}) == ["pytorch#101027"]
+    assert run("compile-cache", {"misses": 1, "changed": ["inductor config"]}) == []
+    assert run("compile-cache", {"misses": 1, "changed": []}) == []  # cold, or the entry wiped: not torch's doing
+    assert run("cache-inventory", {"cold": False, "keys_match": False}) == []  # file times say it no more
+    assert run("env-fingerprint", {"changed": ["torch"]}) == []
     [m] = [m for m in inv.state.known_for("cache-invalidation")]
-    assert m["seen"] == "cache-inventory: keys_match == false" and m["measured"] == "2.11.0+cu128"
+    assert m["seen"] == 'compile-cache: "torch" in changed' and m["measured"] == "2.11.0+cu128"
     assert inv.state.status("cache-invalidation") != "confirmed"
     inv.close()
     for body, words in (
@@ -405,7 +407,8 @@ def test_which_torch_wrote_the_caches_is_what_sleuth_saw_installed_or_not_said(t
     assert (res["keys_match"], res["written_by"]) == (False, "2.11.0+cu128"), res["keys_said"]
     assert res["keys_said"].startswith("written under torch 2.11.0+cu128 (git aaaa1111), installed ")
     assert "torch is now 2.11.0+cu130 (git bbbb2222)" in res["keys_said"]
-    assert known == ["pytorch#101027"] and verdict.get("cache-invalidation") == "supports"
+    # supports; pytorch#101027 is said only on compile-cache's measured key (issue 34), not on file times
+    assert known == [] and verdict.get("cache-invalidation") == "supports"
     installs = json.loads((tmp_path / "far-cache" / "sleuth" / "torch-installs.json").read_text())
     assert [(e["version"], e["installed"]) for e in installs] == [
         ("2.11.0+cu128", now - 3000), ("2.11.0+cu128", now - 2000), ("2.11.0+cu130", now - 1000)]

@@ -177,46 +177,57 @@ def test_a_lock_applied_where_the_race_never_failed_verifies_nothing(inv):
 
 
 def _overlay(inv: Investigation, issue: str, version: str, explains: list[str]) -> int:
-    return inv.record_application("upgrade", "local", [], explains[0], overlay={
+    return inv.record_application("upgrade", "local", [], explains[0] if explains else None, overlay={
         "issue": issue, "package": "torch", "version": version, "path": "/o", "site": "/o/site", "explains": explains,
         "affected": ">=2.2", "installed_before": "2.13.0+cpu", "install_run": 0})
 
 
-def _inventory(inv: Investigation, torch: str, keys_match: bool | None, probe: str = "cache-inventory") -> int:
+def _inventory(inv: Investigation, torch: str, torch_changed: bool | None, probe: str = "compile-cache") -> int:
+    """A compile-cache run: a miss whose key changed by torch (True), a hit (False), or a run
+    that says nothing of it (None)."""
     if not inv.known:
         from sleuth.hypotheses.known import load_known
 
         inv.known = load_known()  # the shipped catalog, as a workspace gives it
     state = env_state(torch=torch, distributions={"torch": torch})
-    return record_run(inv, probe, {"keys_match": keys_match, "entries": 3}, state)
+    result = ({"hits": 0, "misses": 1, "changed": ["torch"], "wiped": False} if torch_changed else
+              {"hits": 1, "misses": 0, "changed": [], "wiped": False} if torch_changed is False else {"entries": 3})
+    return record_run(inv, probe, result, state)
 
 
 def test_an_upgrade_for_an_entry_matched_by_its_rule_is_judged_by_that_rule_on_the_new_run(inv):
-    """Issue 33: pytorch#101027 is matched by its rule (cache-inventory: keys_match == false). An
+    """Issue 33: pytorch#101027 is matched by its rule (compile-cache: "torch" in changed). An
     upgrade was called "fixed" on any run where no signature showed — it has none — so every
     run under an overlay "fixed" it. The rule must be asked again of the new run."""
-    first = _inventory(inv, "2.13.0+cpu", False)
+    first = _inventory(inv, "2.13.0+cpu", True)
     assert [m["id"] for m in inv.state.known_for_run(first)["matches"]] == ["pytorch#101027"]
-    app = _overlay(inv, "pytorch#101027", "2.14.0", ["cache-invalidation"])
+    # explaining no hypothesis, so the rule itself is what is asked (compile-cache also tests
+    # cache-invalidation by its own rules, which then verify the upgrade per hypothesis: below)
+    app = _overlay(inv, "pytorch#101027", "2.14.0", [])
 
-    still = _inventory(inv, "2.14.0+cu130", False)  # the rule holds again under the overlay (local label)
+    still = _inventory(inv, "2.14.0+cu130", True)  # the rule holds again under the overlay (local label)
     other = _inventory(inv, "2.14.0+cu130", None, probe="env")  # another probe asks nothing of the rule
-    gone = _inventory(inv, "2.14.0+cu130", True)
-    said = {v["run"]: v for v in inv.state.applications[app].verifications if v["issue"] == "pytorch#101027"}
-    assert said[still]["outcome"] == "not_fixed" and "rule holds again: keys_match == false" in said[still]["signature"]
+    gone = _inventory(inv, "2.14.0+cu130", False)
+    said = {v["run"]: v for v in inv.state.applications[app].verifications if v.get("issue") == "pytorch#101027"}
+    assert said[still]["outcome"] == "not_fixed" and "rule holds again: \"torch\" in changed" in said[still]["signature"]
     assert said[still]["imported"] == "2.14.0+cu130"  # 2.14.0+cu130 is the overlay's 2.14.0: it took
     assert other not in said or said[other]["outcome"] == "nothing_to_verify", said.get(other)
     assert said[gone]["outcome"] == "fixed" and "rule no longer holds" in said[gone]["signature"]
+
+    judged = _overlay(inv, "pytorch#101027", "2.14.0", ["cache-invalidation"])
+    again = _inventory(inv, "2.14.0+cu130", True)  # the key changed by torch again: supports, so not fixed
+    by_hyp = [v for v in inv.state.applications[judged].verifications if v["run"] == again]
+    assert [(v["hypothesis"], v["outcome"]) for v in by_hyp] == [("cache-invalidation", "not_fixed")], by_hyp
 
 
 def test_an_upgrade_whose_build_carries_a_local_label_took(inv):
     """Issue 33: "took" compared versions exactly, so 2.14.1+cu128 from PyTorch's index read
     as "the overlay did not take" and the run verified nothing."""
-    _inventory(inv, "2.13.0+cpu", False)
+    _inventory(inv, "2.13.0+cpu", True)
     app = _overlay(inv, "pytorch#101027", "2.14.1", ["cache-invalidation"])
-    under = _inventory(inv, "2.14.1+cu128", True)
+    under = _inventory(inv, "2.14.1+cu128", False)
     assert [v["outcome"] for v in inv.state.applications[app].verifications if v["run"] == under] == ["fixed"]
-    wrong = _inventory(inv, "2.13.0+cpu", True)  # the environment's torch imported: the overlay did not take
+    wrong = _inventory(inv, "2.13.0+cpu", False)  # the environment's torch imported: the overlay did not take
     assert [v for v in inv.state.applications[app].verifications if v["run"] == wrong] == []
 
 

@@ -1,0 +1,144 @@
+"""What changed in a compile's cache key, from inductor's own key parts (the compile-cache probe).
+
+A compile-cache run reports inductor's counters and, per compile, the key inductor computed and
+its named parts with their hashes (FxGraphHashDetails / AOTAutogradCacheDetails, the lines
+inductor logs at debug level). A miss is explained by comparing those parts with the same graph's
+parts in the last run on this target (and entry) that hit: a part whose hash differs is what
+changed. No earlier hit: a cold first look, nothing to compare (``cold``). The same key as the
+hit and still a miss: the entry is gone (``wiped``: the cache folder was emptied or pruned).
+
+Parts are grouped as a user names them: "torch" (torch_version: its version and a hash of its
+sources; both builds named), "system" split into "triton", "cuda", "device" where the runs' own
+readings differ, "inductor config" (which options), "inputs", "graph", "compile options".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import InvestigationState
+
+__all__ = ["PROBE_ID", "with_cache_changes"]
+
+PROBE_ID = "compile-cache"
+
+
+def _group(part: str) -> str:
+    if part == "torch_version":
+        return "torch"
+    if part.startswith("system_info"):
+        return "system"
+    if part.startswith(("inductor_config", "inductor_config_comms")):
+        return "inductor config"
+    if part.startswith(("example_inputs", "inputs_to_check")) or part == "fx_kwargs[static_input_idxs]":
+        return "inputs"
+    if part == "gm":
+        return "graph"
+    return "compile options"
+
+
+def _option(part: str) -> str:
+    """inductor_config[max_autotune] -> max_autotune."""
+    return part.split("[", 1)[1].rstrip("]") if "[" in part else part
+
+
+def _compiles(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """This run's compiles of one kind: AOTAutograd's keys where the autograd cache computed
+    them (every compile, hit or miss), else the FX graph's."""
+    got = [c for c in result.get("compiles") or () if isinstance(c, dict) and c.get("parts")]
+    autograd = [c for c in got if c.get("kind") == "autograd"]
+    return autograd or [c for c in got if c.get("kind") == "fxgraph"]
+
+
+def _graph(compile_: dict[str, Any]) -> str | None:
+    gm = (compile_.get("parts") or {}).get("gm")
+    return gm[0] if isinstance(gm, list) and gm else None
+
+
+def _earlier_hit(st: InvestigationState, target: str, entry: Any) -> Any:
+    hits = [r for r in st.runs.values()
+            if r.target == target and r.probe == PROBE_ID and r.classification == "completed"
+            and (r.params or {}).get("entry") == entry and int(r.result.get("hits") or 0) > 0
+            and _compiles(r.result)]
+    return hits[-1] if hits else None
+
+
+def _describe(group: str, parts: list[tuple[str, Any, Any]], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    if group == "torch":
+        b, a = before.get("torch") or {}, after.get("torch") or {}
+        same_version = b.get("version") == a.get("version")
+        text = (f"torch {b.get('version')} → {a.get('version')}" if not same_version else
+                f"torch {a.get('version')}, another build (commit {str(b.get('git'))[:12]} → {str(a.get('git'))[:12]})"
+                if b.get("git") != a.get("git") else f"torch {a.get('version')}: its sources changed (same version and commit)")
+        return {"part": "torch", "before": b.get("version"), "after": a.get("version"),
+                "before_git": b.get("git"), "after_git": a.get("git"), "text": text}
+    if group == "inductor config":
+        options = sorted({_option(p) for p, _b, _a in parts})
+        shown = [f"{_option(p)} {vb!r} → {va!r}" for p, vb, va in parts][:6]
+        return {"part": "inductor config", "options": options, "text": "inductor config: " + "; ".join(shown)}
+    if group == "compile options":
+        names = sorted({p for p, _b, _a in parts})
+        return {"part": "compile options", "options": names, "text": "compile options: " + ", ".join(names[:6])}
+    return {"part": group, "text": group}
+
+
+def _system(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    b, a = before.get("system") or {}, after.get("system") or {}
+    out = [{"part": name, "before": b.get(name), "after": a.get(name), "text": f"{name} {b.get(name)} → {a.get(name)}"}
+           for name in ("triton", "cuda", "hip", "device") if b.get(name) != a.get(name)]
+    return out or [{"part": "system", "text": "the system's key (device, CUDA, triton) changed"}]
+
+
+def compare(before_result: dict[str, Any], after_result: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    """The changes between the hit run's compiles and these, and whether a compile kept the
+    hit's very key (its entry is gone if this run still missed)."""
+    earlier = _compiles(before_result)
+    changes: dict[str, dict[str, Any]] = {}
+    same_key = False
+    for i, now in enumerate(_compiles(after_result)):
+        graph = _graph(now)
+        match = next((c for c in earlier if c.get("kind") == now.get("kind") and _graph(c) == graph), None)
+        if match is None and i < len(earlier):
+            match = earlier[i]  # the same position in the same entry: its graph itself changed
+        if match is None:
+            continue
+        if match.get("key") == now.get("key"):
+            same_key = True
+            continue
+        differs: dict[str, list[tuple[str, Any, Any]]] = {}
+        pb, pa = match.get("parts") or {}, now.get("parts") or {}
+        for part in sorted(set(pb) | set(pa)):
+            hb, ha = (pb.get(part) or [None, None]), (pa.get(part) or [None, None])
+            if hb[0] != ha[0]:
+                differs.setdefault(_group(part), []).append((part, hb[1], ha[1]))
+        for group, parts in differs.items():
+            if group == "system":
+                for said in _system(before_result, after_result):
+                    changes.setdefault(said["part"], said)
+            elif group not in changes:
+                changes[group] = _describe(group, parts, before_result, after_result)
+            elif "options" in changes[group]:
+                merged = _describe(group, parts, before_result, after_result)
+                changes[group]["options"] = sorted(set(changes[group]["options"]) | set(merged["options"]))
+    return list(changes.values()), same_key
+
+
+def with_cache_changes(st: InvestigationState, target: str, params: dict[str, Any],
+                       records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The result record with ``changed`` (the parts' names), ``changes`` (each with both
+    sides, in words), ``wiped``, ``cold`` and ``compared_with`` (the earlier run that hit)."""
+    out = []
+    for rec in records:
+        if rec.get("kind") == "result" and "misses" in rec and "compiles" in rec:
+            misses = int(rec.get("misses") or 0)
+            hit = _earlier_hit(st, target, params.get("entry"))
+            changes: list[dict[str, Any]] = []
+            wiped = False
+            if misses and hit is not None:
+                changes, same_key = compare(hit.result, rec)
+                wiped = same_key and not changes
+            rec = {**rec, "changed": [c["part"] for c in changes], "changes": changes, "wiped": wiped,
+                   "cold": bool(misses) and hit is None and not int(rec.get("hits") or 0),
+                   "compared_with": hit.id if hit is not None and misses else None}
+        out.append(rec)
+    return out

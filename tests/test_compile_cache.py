@@ -1,0 +1,95 @@
+"""Issue 34: cache invalidation measured by inductor's own counters, on real torch on CPU.
+
+One project, one cache folder of its own (the target's env), driven as a user would with
+`sleuth probe run compile-cache`: a cold first look is inconclusive; a warm one hits and
+refutes; an inductor option set in the target's env misses and names that option; the cache
+wiped by hand misses with the same key (the entry is gone) and supports. Each compile is the
+probe's small built-in function (a few seconds on CPU)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli import sleuth
+
+
+def run(d: Path, *more: str, code: int = 0) -> dict:
+    proc = sleuth(d, "probe", "run", "compile-cache", "--json", *more, check=code, timeout=300)
+    return json.loads(proc.stdout)
+
+
+def result(data: dict) -> dict:
+    (rec,) = [r for r in data["records"] if r["kind"] == "result"]
+    return rec
+
+
+def config(d: Path, cache: Path, **env: str) -> None:
+    pairs = ", ".join(f'{k} = "{v}"' for k, v in {"TORCHINDUCTOR_CACHE_DIR": str(cache), **env}.items())
+    (d / "sleuth.toml").write_text(f'[targets.local]\npython = "{sys.executable}"\nenv = {{ {pairs} }}\n')
+
+
+@pytest.mark.slow
+def test_compile_cache_counts_hits_and_misses_and_names_what_changed_in_the_key(tmp_path):
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    cache = tmp_path / "inductor-cache"
+    config(d, cache)
+
+    cold = run(d)
+    r = result(cold)
+    assert (r["hits"], r["misses"], r["bypasses"]) == (0, 1, 0) and r["cold"] and r["changed"] == []
+    assert r["cache_dir"] == str(cache) and r["compiles"] and r["compiles"][0]["key"]
+    assert cold["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "inconclusive"}]
+
+    warm = run(d)
+    r = result(warm)
+    assert (r["hits"], r["misses"]) == (1, 0) and not r["cold"]
+    assert warm["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "refutes"}]
+
+    config(d, cache, TORCHINDUCTOR_MAX_AUTOTUNE="1")  # one inductor option set in the target's env
+    tuned = run(d)
+    r = result(tuned)
+    assert (r["hits"], r["misses"]) == (0, 1), r
+    assert r["changed"] == ["inductor config"] and r["compared_with"] == warm["run_id"], r
+    (change,) = r["changes"]
+    assert "max_autotune" in change["options"] and "max_autotune 'False' → 'True'" in change["text"]
+    assert tuned["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
+    assert not any(k["id"] == "pytorch#101027" for k in tuned["known"])  # not torch: not said
+    assert {"name": "env TORCHINDUCTOR_MAX_AUTOTUNE", "before": None, "after": "1"} in tuned["state_changes"]
+
+    config(d, cache)
+    shutil.rmtree(cache)  # wiped by hand: the state #1 ran in (no cache yet), so sleuth asks for --force
+    assert "back to the state of #1" in sleuth(d, "probe", "run", "compile-cache", check=3).stderr
+    wiped = run(d, "--force")
+    r = result(wiped)
+    assert r["misses"] == 1 and r["wiped"] and r["changed"] == [], r
+    assert wiped["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
+
+
+def test_a_changed_torch_in_the_key_is_named_with_both_versions_and_says_pytorch_101027():
+    """The comparison on inductor's own key parts (recorded from a real 2.13.0+cpu compile):
+    another torch_version hash with another version is "torch" with both versions."""
+    from sleuth.hypotheses.cache_keys import compare
+
+    parts = {"gm": ["g1", ""], "torch_version": ["t1", ""], "inductor_config[max_autotune]": ["c1", "False"],
+             "system_info[hash]": ["s1", "x"]}
+    before = {"compiles": [{"kind": "autograd", "key": "k1", "parts": parts}],
+              "torch": {"version": "2.13.0+cpu", "git": "aaa"}, "system": {"triton": None, "device": "cpu"}}
+    after = {"compiles": [{"kind": "autograd", "key": "k2", "parts": {**parts, "torch_version": ["t2", ""],
+                                                                      "system_info[hash]": ["s2", "y"]}}],
+             "torch": {"version": "2.14.1+cu130", "git": "bbb"}, "system": {"triton": "3.6.0", "device": "cpu"}}
+    changes, same = compare(before, after)
+    assert not same
+    by = {c["part"]: c for c in changes}
+    assert by["torch"]["before"] == "2.13.0+cpu" and by["torch"]["after"] == "2.14.1+cu130"
+    assert by["torch"]["text"] == "torch 2.13.0+cpu → 2.14.1+cu130"
+    assert by["triton"]["text"] == "triton None → 3.6.0"
+    from sleuth.hypotheses.rules import compile_rule
+
+    rule = compile_rule('"torch" in changed')  # the catalog's rule for pytorch#101027
+    assert rule.evaluate({"changed": list(by)}) and not rule.evaluate({"changed": ["inductor config"]})
