@@ -214,8 +214,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         await run("compile-race", {})
         _say(2, "Version drift? Fingerprint the environment now and compare it with the known-good baseline")
         await run("env-fingerprint", {})
-        _say(3, "Cache invalidation? Look at the compile caches")
-        await run("cache-inventory", {})
+        _say(3, "Cache invalidation? Measure it: inductor's own hit/miss counters on a compile against the caches")
+        await run("compile-cache", {})
+        await run("cache-inventory", {})  # where the caches are, how big, how new: the context
         _say(4, "Check the environment again, with nothing changed")
         try:
             await run("env-fingerprint", {})

@@ -222,6 +222,7 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
     if changed:
         lines += ["What changed, package by package:", ""] + [f"- {_esc(c)}" for c in changed] + [""]
 
+    lines += _cache_section(st)
     if st.comparisons:
         lines += _fleet_section(st)
 
@@ -243,6 +244,35 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")
     return "\n".join(lines) + "\n"
+
+
+def _cache_section(st: Any) -> list[str]:
+    """The compile-cache runs: inductor's counters per run and what changed in the key since the
+    run that hit (hypotheses/cache_keys.py); nothing when no run measured the cache."""
+    runs = [r for r in st.runs.values() if r.probe == "compile-cache" and r.classification == "completed"
+            and "misses" in r.result]
+    if not runs:
+        return []
+    out = ["### Compile cache, measured", "",
+           "| run | target | FX graph cache hits / misses / bypasses | AOTAutograd hits / misses | cache folder | what changed |",
+           "|---|---|---|---|---|---|"]
+    for r in runs:
+        res = r.result
+        if res.get("changes"):
+            said = "; ".join(str(c.get("text") or c.get("part")) for c in res["changes"]) + f" (since #{res.get('compared_with')})"
+        elif res.get("wiped"):
+            said = f"the same key as #{res.get('compared_with')}, which hit: the entry is gone (wiped or pruned)"
+        elif res.get("cold"):
+            said = "a cold first look: no earlier hit to compare with"
+        elif int(res.get("misses") or 0) == 0:
+            said = "nothing: every compile hit"
+        else:
+            said = "—"
+        out.append(f"| #{r.id} | {r.target} | {res.get('hits')} / {res.get('misses')} / {res.get('bypasses')} | "
+                   f"{res.get('autograd_hits')} / {res.get('autograd_misses')} | `{_esc(str(res.get('cache_dir')))}` | "
+                   f"{_esc(said)} |")
+    return out + ["", "Counted by inductor itself (torch._dynamo.utils.counters) in a fresh process; what changed is "
+                      "read from inductor's own key parts, compared with the last run on the target that hit.", ""]
 
 
 def _hang_section(st: Any) -> list[str]:

@@ -70,6 +70,12 @@ def test_compile_cache_counts_hits_and_misses_and_names_what_changed_in_the_key(
     assert r["misses"] == 1 and r["wiped"] and r["changed"] == [], r
     assert wiped["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
 
+    sleuth(d, "export", "-o", "pm.md")  # the postmortem says the counters per run and what changed
+    pm = (d / "pm.md").read_text()
+    assert "### Compile cache, measured" in pm
+    assert f"| #{tuned['run_id']} | local | 0 / 1 / 0 |" in pm and "max_autotune 'False' → 'True'" in pm
+    assert f"| #{warm['run_id']} | local | 1 / 0 / 0 |" in pm and "the entry is gone" in pm
+
 
 def test_a_changed_torch_in_the_key_is_named_with_both_versions_and_says_pytorch_101027():
     """The comparison on inductor's own key parts (recorded from a real 2.13.0+cpu compile):
