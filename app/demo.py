@@ -1,6 +1,6 @@
 """`sleuth demo [DIR] [--auto]`: the whole investigation on the bundled example drafter,
 on this machine, with no server: reproduce the race, check the environment against a
-baseline, look at the caches, repeat a check with nothing changed (sleuth flags it),
+baseline, repeat a check with nothing changed (sleuth flags it), measure the compile cache,
 apply the lock, verify, and write the postmortem."""
 
 from __future__ import annotations
@@ -214,16 +214,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
         await run("compile-race", {})
         _say(2, "Version drift? Fingerprint the environment now and compare it with the known-good baseline")
         await run("env-fingerprint", {})
-        _say(3, "Cache invalidation? Measure it: inductor's own hit/miss counters on a compile against the caches")
-        await run("compile-cache", {})
-        await run("cache-inventory", {})  # where the caches are, how big, how new: the context
-        _say(4, "Check the environment again, with nothing changed")
+        _say(3, "Check the environment again, with nothing changed")
         try:
             await run("env-fingerprint", {})
         except CircularRetest as flag:
             print(f"    ⟲ sleuth: circular retest — {flag}")
             print("    (running it anyway, so the postmortem can show what it cost)")
             await run("env-fingerprint", {}, flagged=flag)
+        _say(4, "Cache invalidation? Measure it: inductor's own hit/miss counters on a compile against the caches")
+        await run("compile-cache", {})  # it compiles: the caches change, so it comes after the retest
+        await run("cache-inventory", {})  # where the caches are, how big, how new: the context
         _say(5, "Apply the lock remedy to drafter/model.py")
         plan = plan_remedy(inv, "lock", directory / "drafter" / "model.py", "local")
         for f in plan.findings:
