@@ -223,7 +223,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
             await run("env-fingerprint", {}, flagged=flag)
         _say(4, "Cache invalidation? Measure it: inductor's own hit/miss counters on a compile against the caches")
         await run("compile-cache", {})  # it compiles: the caches change, so it comes after the retest
-        await run("cache-inventory", {})  # where the caches are, how big, how new: the context
         _say(5, "Apply the lock remedy to drafter/model.py")
         plan = plan_remedy(inv, "lock", directory / "drafter" / "model.py", "local")
         for f in plan.findings:

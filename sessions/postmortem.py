@@ -253,7 +253,7 @@ def _cache_section(st: Any) -> list[str]:
             and "misses" in r.result]
     if not runs:
         return []
-    out = ["### Compile cache, measured", "",
+    out = ["## Compile cache, measured", "",
            "| run | target | FX graph cache hits / misses / bypasses | AOTAutograd hits / misses | cache folder | what changed |",
            "|---|---|---|---|---|---|"]
     for r in runs:

@@ -72,7 +72,7 @@ def test_compile_cache_counts_hits_and_misses_and_names_what_changed_in_the_key(
 
     sleuth(d, "export", "-o", "pm.md")  # the postmortem says the counters per run and what changed
     pm = (d / "pm.md").read_text()
-    assert "### Compile cache, measured" in pm
+    assert "## Compile cache, measured" in pm
     assert f"| #{tuned['run_id']} | local | 0 / 1 / 0 |" in pm and "max_autotune 'False' → 'True'" in pm
     assert f"| #{warm['run_id']} | local | 1 / 0 / 0 |" in pm and "the entry is gone" in pm
 
