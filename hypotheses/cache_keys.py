@@ -10,6 +10,8 @@ hit and still a miss: the entry is gone (``wiped``: the cache folder was emptied
 Parts are grouped as a user names them: "torch" (torch_version: its version and a hash of its
 sources; both builds named), "system" split into "triton", "cuda", "device" where the runs' own
 readings differ, "inductor config" (which options), "inputs", "graph", "compile options".
+Where torch itself changed, a part only one of the two torches has (an option added or removed
+by the new release) is the torch change, not a change of its own, and is not named.
 """
 
 from __future__ import annotations
@@ -107,10 +109,14 @@ def compare(before_result: dict[str, Any], after_result: dict[str, Any]) -> tupl
             continue
         differs: dict[str, list[tuple[str, Any, Any]]] = {}
         pb, pa = match.get("parts") or {}, now.get("parts") or {}
+        torch_changed = (pb.get("torch_version") or [None])[0] != (pa.get("torch_version") or [None])[0]
         for part in sorted(set(pb) | set(pa)):
             hb, ha = (pb.get(part) or [None, None]), (pa.get(part) or [None, None])
-            if hb[0] != ha[0]:
-                differs.setdefault(_group(part), []).append((part, hb[1], ha[1]))
+            if hb[0] == ha[0]:
+                continue
+            if torch_changed and (part not in pb or part not in pa):
+                continue  # an option one torch has and the other has not: it came with the torch change
+            differs.setdefault(_group(part), []).append((part, hb[1], ha[1]))
         for group, parts in differs.items():
             if group == "system":
                 for said in _system(before_result, after_result):
@@ -120,6 +126,11 @@ def compare(before_result: dict[str, Any], after_result: dict[str, Any]) -> tupl
             elif "options" in changes[group]:
                 merged = _describe(group, parts, before_result, after_result)
                 changes[group]["options"] = sorted(set(changes[group]["options"]) | set(merged["options"]))
+    if "torch" in changes:  # the other torch's defaults are not known here: say so, never claim the user set them
+        for group in ("inductor config", "compile options"):
+            if group in changes:
+                changes[group]["text"] += " (torch changed too: these may be the new torch's defaults)"
+                changes[group]["with_torch"] = True
     return list(changes.values()), same_key
 
 

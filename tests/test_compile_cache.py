@@ -9,6 +9,7 @@ probe's small built-in function (a few seconds on CPU)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -87,7 +88,8 @@ def test_a_changed_torch_in_the_key_is_named_with_both_versions_and_says_pytorch
     before = {"compiles": [{"kind": "autograd", "key": "k1", "parts": parts}],
               "torch": {"version": "2.13.0+cpu", "git": "aaa"}, "system": {"triton": None, "device": "cpu"}}
     after = {"compiles": [{"kind": "autograd", "key": "k2", "parts": {**parts, "torch_version": ["t2", ""],
-                                                                      "system_info[hash]": ["s2", "y"]}}],
+                                                                      "system_info[hash]": ["s2", "y"],
+                                                                      "inductor_config[new_in_2_14]": ["n1", "0"]}}],
              "torch": {"version": "2.14.1+cu130", "git": "bbb"}, "system": {"triton": "3.6.0", "device": "cpu"}}
     changes, same = compare(before, after)
     assert not same
@@ -95,7 +97,44 @@ def test_a_changed_torch_in_the_key_is_named_with_both_versions_and_says_pytorch
     assert by["torch"]["before"] == "2.13.0+cpu" and by["torch"]["after"] == "2.14.1+cu130"
     assert by["torch"]["text"] == "torch 2.13.0+cpu → 2.14.1+cu130"
     assert by["triton"]["text"] == "triton None → 3.6.0"
+    assert "inductor config" not in by  # an option only the new torch has came with it: not a change of its own
     from sleuth.hypotheses.rules import compile_rule
 
     rule = compile_rule('"torch" in changed')  # the catalog's rule for pytorch#101027
     assert rule.evaluate({"changed": list(by)}) and not rule.evaluate({"changed": ["inductor config"]})
+
+
+OTHER = os.environ.get("SLEUTH_OTHER_TORCH_PYTHON")  # .ci/run's second-torch stage sets it: the 2.13.0+cpu venv
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not OTHER, reason="needs a second torch's python in SLEUTH_OTHER_TORCH_PYTHON (CI's second stage)")
+def test_another_torch_on_the_same_cache_folder_misses_and_names_torch_with_both_versions(tmp_path):
+    """Two real torches (2.13.0+cpu and the one running this test) on one cache folder: the
+    miss after a hit names "torch" with both versions, supports, and says pytorch#101027."""
+    import subprocess
+
+    def version(python: str) -> str:
+        return subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    assert OTHER is not None
+    other, here = version(OTHER), version(sys.executable)
+    assert other != here, (other, here)
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    cache = tmp_path / "shared-cache"
+    for python in (OTHER, OTHER):
+        (d / "sleuth.toml").write_text(f'[targets.local]\npython = "{python}"\n'
+                                       f'env = {{ TORCHINDUCTOR_CACHE_DIR = "{cache}" }}\n')
+        run(d, "--force")
+    (d / "sleuth.toml").write_text(f'[targets.local]\npython = "{sys.executable}"\n'
+                                   f'env = {{ TORCHINDUCTOR_CACHE_DIR = "{cache}" }}\n')
+    switched = run(d)
+    r = result(switched)
+    assert r["misses"] >= 1 and "torch" in r["changed"], r
+    torch_change = next(c for c in r["changes"] if c["part"] == "torch")
+    assert (torch_change["before"], torch_change["after"]) == (other, here)
+    assert switched["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
+    assert "pytorch#101027" in [k["id"] for k in switched["known"]]
