@@ -56,18 +56,26 @@ def command_socket(sleuth_dir: Path, create: bool = False) -> Path:
     return folder / f"{stem}.exec"
 
 
+def _not_mine(path: Path, is_kind, kind: str) -> tuple[str | None, os.stat_result | None]:
+    """Why *path* (not followed if a link) is not a *kind* of this user's, else (None, its stat)."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})", None
+    if not is_kind(st.st_mode):
+        return f"{path} is not a {kind}", None
+    if st.st_uid != os.getuid():
+        return f"{path} belongs to uid {st.st_uid}, not to you (uid {os.getuid()})", None
+    return None, st
+
+
 def folder_problem(folder: Path) -> str | None:
     """Why *folder* cannot hold this user's sockets, or None: it must be a real folder (not a
     link) of this user's that no one else can write to (else another user can put a listener
     in place of the broker's)."""
-    try:
-        st = os.lstat(folder)
-    except OSError as exc:
-        return f"{folder} cannot be read ({exc.strerror})"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{folder} is not a folder"
-    if st.st_uid != os.getuid():
-        return f"{folder} belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    said, st = _not_mine(folder, stat.S_ISDIR, "folder")
+    if st is None:
+        return said
     if st.st_mode & 0o022:
         who = " and ".join(w for w, bit in (("its group", 0o020), ("others", 0o002)) if st.st_mode & bit)
         return f"{folder} is writable by {who} (mode {st.st_mode & 0o777:o})"
@@ -76,18 +84,7 @@ def folder_problem(folder: Path) -> str | None:
 
 def socket_problem(path: Path) -> str | None:
     """Why *path* is not a socket of this user's in a private folder, or None."""
-    said = folder_problem(path.parent)
-    if said:
-        return said
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        return f"{path} cannot be read ({exc.strerror})"
-    if not stat.S_ISSOCK(st.st_mode):
-        return f"{path} is not a socket"
-    if st.st_uid != os.getuid():
-        return f"{path} belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
-    return None
+    return folder_problem(path.parent) or _not_mine(path, stat.S_ISSOCK, "socket")[0]
 
 
 def peer_uid(sock: socket.socket) -> int | None:
