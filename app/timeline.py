@@ -93,12 +93,14 @@ def observation_sentence(seen: dict[str, Any]) -> str:
     return said
 
 
-def _own_reads(st: InvestigationState, run: Any, previous: int) -> list[dict[str, Any]]:
+def _own_reads(st: InvestigationState, run: Any) -> list[dict[str, Any]]:
     """The state read made for *run* (recorded when it told something), not one made for an
     attempt that was refused or declined in between. A session from before runs named their
     read: every read on the target between the previous run's start and this one's."""
     if run.observed_seq is not None:
         return [seen for seen in st.observations if seen["seq"] == run.observed_seq]
+    previous = max((r.started_seq for r in st.runs.values()
+                    if r.target == run.target and r.started_seq < run.started_seq), default=0)
     return [seen for seen in st.observations
             if seen["target"] == run.target and previous < seen["seq"] < run.started_seq]
 
@@ -110,19 +112,13 @@ def run_changes(st: InvestigationState, run_id: int) -> dict[str, list[dict[str,
     None where it was absent), the sentences of :func:`run_findings` beside them."""
     run = st.runs[run_id]
     drift = run.result.get("changes") if run.result.get("has_baseline") else None
-    previous = _previous_start(st, run)
-    seen = [c for read in _own_reads(st, run, previous) for c in read.get("changes") or ()]
+    seen = [c for read in _own_reads(st, run) for c in read.get("changes") or ()]
     return {"drift": [_change(c) for c in drift] if isinstance(drift, list) else [],
             "state_changes": [_change(c) for c in seen]}
 
 
 def _change(c: dict[str, Any]) -> dict[str, Any]:
     return {"name": c.get("name"), "before": c.get("before"), "after": c.get("after")}
-
-
-def _previous_start(st: InvestigationState, run: Any) -> int:
-    return max((r.started_seq for r in st.runs.values()
-                if r.target == run.target and r.started_seq < run.started_seq), default=0)
 
 
 def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, Any]]:
@@ -132,7 +128,7 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, Any]]:
     (and puts them in --json) so the CLI says what the UI's timeline says."""
     run = st.runs[run_id]
     out: list[dict[str, Any]] = []
-    for seen in _own_reads(st, run, _previous_start(st, run)):
+    for seen in _own_reads(st, run):
         said = observation_sentence(seen)
         if said:
             out.append({"kind": "state", "text": f"{run.target} read before the run: {said}",

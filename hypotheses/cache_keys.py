@@ -30,7 +30,7 @@ def _group(part: str) -> str:
         return "torch"
     if part.startswith("system_info"):
         return "system"
-    if part.startswith(("inductor_config", "inductor_config_comms")):
+    if part.startswith("inductor_config"):  # inductor_config[...] and inductor_config_comms[...]
         return "inductor config"
     if part.startswith(("example_inputs", "inputs_to_check")) or part == "fx_kwargs[static_input_idxs]":
         return "inputs"
@@ -68,10 +68,12 @@ def _earlier_hit(st: InvestigationState, target: str, entry: Any) -> Any:
 def _describe(group: str, parts: list[tuple[str, Any, Any]], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     if group == "torch":
         b, a = before.get("torch") or {}, after.get("torch") or {}
-        same_version = b.get("version") == a.get("version")
-        text = (f"torch {b.get('version')} → {a.get('version')}" if not same_version else
-                f"torch {a.get('version')}, another build (commit {str(b.get('git'))[:12]} → {str(a.get('git'))[:12]})"
-                if b.get("git") != a.get("git") else f"torch {a.get('version')}: its sources changed (same version and commit)")
+        if b.get("version") != a.get("version"):
+            text = f"torch {b.get('version')} → {a.get('version')}"
+        elif b.get("git") != a.get("git"):
+            text = f"torch {a.get('version')}, another build (commit {str(b.get('git'))[:12]} → {str(a.get('git'))[:12]})"
+        else:
+            text = f"torch {a.get('version')}: its sources changed (same version and commit)"
         return {"part": "torch", "before": b.get("version"), "after": a.get("version"),
                 "before_git": b.get("git"), "after_git": a.get("git"), "text": text}
     if group == "inductor config":

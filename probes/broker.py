@@ -152,6 +152,16 @@ class BrokerClient:
                     raise BrokerError(f"the agent broker did not start ({said[0] if said else 'no log'})") from None
                 await asyncio.sleep(0.05)
 
+    async def _here(self, why: str, chain: HopChain, program: bytes, on_output: OnOutput,
+                    cancel: asyncio.Event | None, timeout: float | None, fork: bool) -> ExitInfo:
+        """Run on this command's own agent pool (no broker, or one that stepped aside); the
+        run's note says why."""
+        if self._fallback is None:
+            self._fallback = AgentPool(warm=("torch",))
+        info = await self._fallback.run(chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
+        info.note = (info.note + "; " if info.note else "") + f"{why}: this command's own agent"
+        return info
+
     @staticmethod
     async def _trusted(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
@@ -196,11 +206,7 @@ class BrokerClient:
         try:
             reader, writer = await self._connect()
         except (BrokerError, OSError) as exc:
-            if self._fallback is None:
-                self._fallback = AgentPool(warm=("torch",))
-            info = await self._fallback.run(chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
-            info.note = (info.note + "; " if info.note else "") + f"no agent broker ({exc}): this command's own agent"
-            return info
+            return await self._here(f"no agent broker ({exc})", chain, program, on_output, cancel, timeout, fork)
         request = {"op": "run", "target": target_to_dict(chain.target), "fork": fork, "timeout": timeout,
                    "program": base64.b64encode(program).decode(), "cwd": os.getcwd(), "frames": "binary",
                    "caller": caller_state(),  # the broker steps aside where it would not act as this command
@@ -230,12 +236,8 @@ class BrokerClient:
                     return ExitInfo(**msg["exit"])
                 elif "aside" in msg:  # the broker would not run it as this command would: run it here
                     writer.close()
-                    if self._fallback is None:
-                        self._fallback = AgentPool(warm=("torch",))
-                    info = await self._fallback.run(chain, program, on_output, cancel=cancel, timeout=timeout,
-                                                    fork=fork)
-                    info.note = (info.note + "; " if info.note else "") + f"the agent broker stepped aside ({msg['aside']}): this command's own agent"
-                    return info
+                    return await self._here(f"the agent broker stepped aside ({msg['aside']})", chain, program,
+                                            on_output, cancel, timeout, fork)
                 elif "error" in msg:
                     return ExitInfo(transport_error=f"agent broker: {msg['error']}")
         finally:
