@@ -387,8 +387,15 @@ def _missing(recs: list[Mapping[str, Any]], out: dict[str, Any]) -> None:
     ranks do not make up the world."""
     world = max((int(r["world_size"]) for r in recs if str(r.get("world_size") or "").isdigit()), default=0)
     found = {str(r.get("rank")) for r in recs if r.get("rank") not in (None, "")}
-    missing = max(0, world - len(found)) if world else 0
+    unread = [r for r in recs if r.get("rank") in (None, "") and r.get("rank_unread")]
+    missing = max(0, world - len(found) - len(unread)) if world else 0
     out["missing"] = missing
+    if unread:  # a process of the job here whose rank could not be read: never counted as elsewhere
+        out["sentences"].append(
+            f"{len(unread)} process{'es' if len(unread) > 1 else ''} of the job here (pid "
+            + ", ".join(str(r.get("pid")) for r in unread) + f") could not be told {'their ranks' if len(unread) > 1 else 'its rank'}"
+            f" ({unread[0]['rank_unread']}); {'they are' if len(unread) > 1 else 'it is'} read with the others, "
+            "not counted as elsewhere")
     assumed = sorted({str(r.get("world_size")) for r in recs if r.get("world_from") == "nprocs"})
     if assumed:  # nothing of the job said the world's size: said, so that no one reads it as checked
         out["sentences"].append(

@@ -174,6 +174,7 @@ def number_ranks(found):
 
 
 SPAWN_FILE = "torch/multiprocessing/spawn.py"  # its _wrap(fn, i, args, ...) calls fn(i, *args): i is the rank
+NO_WRAP = "no torch.multiprocessing.spawn frame with its i was read"
 
 
 def torch_mapped(pid):
@@ -208,7 +209,10 @@ def spawned(spy, everyone, taken, timeout):
     """Ranks that torch.multiprocessing.spawn started (PyTorch's DDP tutorial, multigpu.py):
     nothing in their environment says the rank, torch's _wrap frame holds it. The candidates are
     children started by multiprocessing (spawn's `--multiprocessing-fork`, or a fork: the
-    parent's own command line) with libtorch mapped; each is read once with py-spy's locals."""
+    parent's own command line) with libtorch mapped; each is read with py-spy's locals, and read
+    again when the read failed or a sibling of a rank showed no spawn frame (a non-blocking read may
+    catch it mid-call). A process of the same spawn whose rank is still unread is kept, rank None,
+    with why: it is here, not on another node."""
     if spy is None:
         return []
     cands = []
@@ -218,17 +222,41 @@ def spawned(spy, everyone, taken, timeout):
             continue
         if ("--multiprocessing-fork" in p["cmd"] or p["cmd"] == parent["cmd"]) and torch_mapped(pid):
             cands.append(p)
-    got = _dumps(spy, cands[:256], timeout, ["--nonblocking", "--locals"], raw=True)
+    cands = cands[:256]
+    index, why = {}, {}
+    for attempt in range(3):  # a non-blocking read of a running process may catch it mid-call: read again
+        parents = {p["ppid"] for p in cands if p["pid"] in index}
+        todo = [p for p in cands if p["pid"] not in index and (not attempt or p["pid"] in why and (
+            why[p["pid"]] != NO_WRAP or p["ppid"] in parents))]
+        if not todo:
+            break
+        if attempt:
+            time.sleep(0.1)
+        got = _dumps(spy, todo, timeout, ["--nonblocking", "--locals"], raw=True)
+        for p in todo:
+            read_ = got.get(p["pid"]) or {}
+            idx = spawn_index(read_.get("raw"))
+            if idx is not None:
+                index[p["pid"]] = idx
+                why.pop(p["pid"], None)
+            else:
+                why[p["pid"]] = read_.get("error") or NO_WRAP
     ranks = []
-    for p in cands[:256]:
-        idx = spawn_index((got.get(p["pid"]) or {}).get("raw"))
-        if idx is not None:
-            p["rank"], p["spawn_world"] = str(idx[0]), idx[1]
-            p["rank_from"], p["job"] = "torch.multiprocessing.spawn", f"spawn:{p['ppid']}"
-            ranks.append(p)
+    parents = {p["ppid"] for p in cands if p["pid"] in index}
+    for p in cands:
+        if p["pid"] in index:
+            p["rank"], p["spawn_world"] = str(index[p["pid"]][0]), index[p["pid"]][1]
+        elif p["ppid"] in parents:  # a process of the same spawn, here, whose rank could not be read
+            p["rank"], p["spawn_world"], p["rank_unread"] = None, None, why.get(p["pid"]) or NO_WRAP
+        else:
+            continue
+        p["rank_from"], p["job"] = "torch.multiprocessing.spawn", f"spawn:{p['ppid']}"
+        ranks.append(p)
     for p in ranks:  # the world: the function's world_size, else the spawn's processes (said so)
         n = sum(1 for q in ranks if q["ppid"] == p["ppid"])
-        p["world"], p["world_from"] = (str(p["spawn_world"]), "world_size") if p["spawn_world"] else (str(n), "nprocs")
+        given = p["spawn_world"] or next((q["spawn_world"] for q in ranks if q["ppid"] == p["ppid"] and q["spawn_world"]),
+                                         None)
+        p["world"], p["world_from"] = (str(given), "world_size") if given else (str(n), "nprocs")
     return ranks
 
 
@@ -772,7 +800,8 @@ def main():
         env = p["env"] or {}
         emit("rank", pid=pid, ppid=p["ppid"], uid=p["uid"], cmd=p["cmd"], rank=p.get("rank"),
              rank_from=p.get("rank_from"), local_rank=env.get("LOCAL_RANK"), node_rank=env.get("NODE_RANK"),
-             world_size=env.get("WORLD_SIZE") or p.get("world"), world_from=p.get("world_from"), job=job_key(p), environ_readable=p["env"] is not None,
+             world_size=env.get("WORLD_SIZE") or p.get("world"), world_from=p.get("world_from"), rank_unread=p.get("rank_unread"), job=job_key(p),
+             environ_readable=p["env"] is not None,
              alive=bool(after[pid]), tasks=task_rows(before[pid], after[pid]), samples=samples_out, code=code,
              states=states[pid], tracer=status[pid]["tracer"], tracer_comm=status[pid]["tracer_comm"],
              native=nat, denied=denied.get(pid), flight_recorder=recorders.get(pid))
