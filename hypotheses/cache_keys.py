@@ -20,7 +20,7 @@ from typing import Any
 
 from .model import InvestigationState
 
-__all__ = ["PROBE_ID", "with_cache_changes"]
+__all__ = ["PROBE_ID", "said", "with_cache_changes"]
 
 PROBE_ID = "compile-cache"
 
@@ -153,5 +153,31 @@ def with_cache_changes(st: InvestigationState, target: str, params: dict[str, An
             rec = {**rec, "changed": [c["part"] for c in changes], "changes": changes, "wiped": wiped,
                    "cold": bool(misses) and hit is None and not int(rec.get("hits") or 0),
                    "compared_with": hit.id if hit is not None and misses else None}
+            rec["said"] = said(rec)
         out.append(rec)
     return out
+
+
+def said(res: dict[str, Any]) -> str:
+    """What a compile-cache run found, in one sentence: what changed since the run that hit, the
+    entry gone, a cold first look, every compile a hit, or inductor's reason for bypassing."""
+    parts = []
+    if res.get("changes"):
+        parts.append("; ".join(str(c.get("text") or c.get("part")) for c in res["changes"])
+                     + f" (since #{res.get('compared_with')}, which hit)")
+    elif res.get("wiped"):
+        parts.append(f"the same key as #{res.get('compared_with')}, which hit: the entry is gone (wiped or pruned)")
+    elif res.get("cold"):
+        parts.append("a cold first look: no earlier hit to compare with")
+    elif int(res.get("misses") or 0) == 0 and int(res.get("hits") or 0) > 0:
+        parts.append("nothing: every compile hit")
+    elif int(res.get("misses") or 0):
+        parts.append("a miss with no key parts read to compare")
+    if int(res.get("bypasses") or 0):
+        reasons = "; ".join(dict.fromkeys(str(r) for r in res.get("bypass_reasons") or ())) or "no reason logged"
+        parts.append(f"{res['bypasses']} compile{'s' if int(res['bypasses']) > 1 else ''} bypassed the cache "
+                     f"(inductor: {reasons}): never cached, so no entry of {'them' if int(res['bypasses']) > 1 else 'it'}"
+                     " can have been wiped or re-keyed")
+    if not parts:
+        parts.append("nothing compiled" + (f": {res['failed']}" if res.get("failed") else ""))
+    return "; ".join(parts)

@@ -125,12 +125,39 @@ def _sleuth_main(config):
         remember_install(folder, found)
         return found
 
+    def install_time(folder, dist):
+        # When the package in *folder* was installed: the change time of its dist-info RECORD,
+        # which every installer writes itself (uv and conda hard-link the package's files from
+        # their caches, so a file's mtime is the wheel's, and a link's ctime is when it was
+        # made). A source tree without dist-info: the newest ctime of its __init__.py/version.py.
+        site = _os.path.dirname(folder)
+        key = dist.lower().replace("-", "_")
+        times = []
+        try:
+            names = _os.listdir(site)
+        except OSError:
+            names = []
+        for name in names:
+            if name.endswith(".dist-info") and name.split("-")[0].lower().replace("-", "_") == key:
+                try:
+                    times.append(_os.stat(_os.path.join(site, name, "RECORD")).st_ctime)
+                except OSError:
+                    pass
+        for name in ("__init__.py", "version.py") if not times else ():
+            try:
+                times.append(_os.stat(_os.path.join(folder, name)).st_ctime)
+            except OSError:
+                pass
+        return max(times) if times else None
+
     def remember_install(folder, build):
-        # Which torch build was installed in this folder, and when (version.py's mtime): the
+        # Which torch build was installed in this folder, and when (install_time): the
         # cache-inventory probe asks it which torch wrote caches older than the install now.
         # One small file in sleuth's cache at the far end, written only when an install is new.
         try:
-            installed = _os.stat(_os.path.join(folder, "version.py")).st_mtime
+            installed = install_time(folder, "torch")
+            if installed is None:
+                return
             cache = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"), ".cache")
             path = _os.path.join(cache, "sleuth", "torch-installs.json")
             try:
@@ -277,7 +304,7 @@ def _sleuth_main(config):
 
     main = types.ModuleType("__main__")
     main.__dict__.update({"__file__": config["filename"], "__builtins__": __builtins__, "emit": emit,
-                          "params": config["params"]})
+                          "params": config["params"], "install_time": install_time})
     _sys.modules["__main__"] = main
     namespace = main.__dict__
     started = time.time()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hypotheses import Change, Comparison, InvestigationState, state_changes
+from ..hypotheses.cache_keys import said as cache_said
 from ..hypotheses.hang import state_word
 
 __all__ = ["postmortem_markdown", "write_postmortem"]
@@ -258,16 +259,7 @@ def _cache_section(st: Any) -> list[str]:
            "|---|---|---|---|---|---|"]
     for r in runs:
         res = r.result
-        if res.get("changes"):
-            said = "; ".join(str(c.get("text") or c.get("part")) for c in res["changes"]) + f" (since #{res.get('compared_with')})"
-        elif res.get("wiped"):
-            said = f"the same key as #{res.get('compared_with')}, which hit: the entry is gone (wiped or pruned)"
-        elif res.get("cold"):
-            said = "a cold first look: no earlier hit to compare with"
-        elif int(res.get("misses") or 0) == 0:
-            said = "nothing: every compile hit"
-        else:
-            said = "—"
+        said = res.get("said") or cache_said(res)  # sessions written before "said" was kept
         out.append(f"| #{r.id} | {r.target} | {res.get('hits')} / {res.get('misses')} / {res.get('bypasses')} | "
                    f"{res.get('autograd_hits')} / {res.get('autograd_misses')} | `{_esc(str(res.get('cache_dir')))}` | "
                    f"{_esc(said)} |")

@@ -138,3 +138,46 @@ def test_another_torch_on_the_same_cache_folder_misses_and_names_torch_with_both
     assert (torch_change["before"], torch_change["after"]) == (other, here)
     assert switched["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
     assert "pytorch#101027" in [k["id"] for k in switched["known"]]
+
+
+TRAIN_WITH_A_PASS = '''\
+import torch
+import torch._inductor.config as inductor_config
+
+
+def count_nodes(graph):  # a post-grad pass as a plain function, the way a blog post shows it
+    return None
+
+
+inductor_config.post_grad_custom_post_pass = count_nodes
+
+
+@torch.compile
+def step(x):
+    return (x.sin() * 2).sum()
+
+
+print(step(torch.randn(16)))
+'''
+
+
+@pytest.mark.slow
+def test_a_compile_that_bypasses_the_cache_says_inductors_reason_and_judges_nothing(tmp_path):
+    """The user's own script (--param entry=…) installs a custom post-grad pass that is no
+    CustomGraphPass: inductor never caches such a graph. sleuth says so with inductor's reason,
+    counts no miss, and neither supports nor refutes cache invalidation."""
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    (d / "train.py").write_text(TRAIN_WITH_A_PASS)
+    config(d, tmp_path / "inductor-cache")
+    data = run(d, "--param", "entry=train.py")
+    r = result(data)
+    assert (r["hits"], r["misses"], r["bypasses"]) == (0, 0, 1), r
+    assert "Unsupported post grad custom pass" in r["bypass_reasons"], r["bypass_reasons"]
+    assert r["said"] == ("1 compile bypassed the cache (inductor: Unsupported post grad custom pass): never cached, "
+                         "so no entry of it can have been wiped or re-keyed"), r["said"]
+    assert data["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "inconclusive"}]
+    sleuth(d, "export", "-o", "pm.md")
+    pm = (d / "pm.md").read_text()
+    assert f"| #{data['run_id']} | local | 0 / 0 / 1 |" in pm and "inductor: Unsupported post grad custom pass" in pm

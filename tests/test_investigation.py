@@ -30,7 +30,7 @@ def test_fold_of_a_hunt_gives_the_expected_statuses(inv):
     inv.mark_baseline(1)
     record_run(inv, "env-fingerprint", {"has_baseline": True, "drift": 0}, s, params={"baseline": 1})
     record_run(inv, "compile-race", RACE_FAIL, s)
-    record_run(inv, "cache-inventory", {"cold": True, "keys_match": True, "entries": 0}, s)
+    record_run(inv, "compile-cache", {"hits": 0, "misses": 2, "changed": ["torch"], "wiped": False}, s)
     record_run(inv, "dense-fallback", {"observed": True, "fallback": False, "slowdown": 1.1}, s)
     assert statuses(inv) == {
         "compile-race": "supported",

@@ -347,12 +347,15 @@ def test_an_entry_with_a_rule_matches_the_runs_of_its_probe_where_the_rule_holds
         assert str(err.value).startswith(f"{d / 'mine.toml'}:8:") and words in str(err.value), str(err.value)
 
 
-def test_which_torch_wrote_the_caches_is_what_sleuth_saw_installed_or_not_said(tmp_path: Path):
-    """Through the CLI on the local target, with a torch folder reinstalled in place (its
-    version.py rewritten, as pip does) and real compile-cache files: caches written under the
-    install before are read against the build that install had, which a state read of sleuth's
-    saw. The same build reinstalled keeps its keys; another build does not, and pytorch#101027 is
-    said with the build that wrote them; an earlier install sleuth never saw is not guessed."""
+def test_which_torch_wrote_the_caches_is_judged_per_folder_against_the_install_record(tmp_path: Path):
+    """Through the CLI on the local target, with a torch folder installed in place as installers
+    do (its files, and a dist-info RECORD written anew) and real cache files: each folder is
+    judged file by file against the install time RECORD's change time says, and the build that
+    wrote older files is the one a state read of sleuth's saw installed. The same build
+    reinstalled keeps its keys; another build's files are counted even beside fresh ones (never
+    hidden by the newest); a uv-style install whose version.py is a hard link of an old file is
+    not read as old; a build sleuth never saw is not guessed; and the default per-user folder is
+    shared by the user's environments, so its older files are not said to be this one's."""
     import json
     import os
     import sys
@@ -360,26 +363,46 @@ def test_which_torch_wrote_the_caches_is_what_sleuth_saw_installed_or_not_said(t
 
     from test_cli import sleuth
 
-    site, cache = tmp_path / "site", tmp_path / "inductor"
+    site, cache, tmp = tmp_path / "site", tmp_path / "inductor", tmp_path / "tmp"
     (site / "torch").mkdir(parents=True)
-    (site / "torch" / "__init__.py").write_text("raise ImportError('a stand-in: only its version.py is read')\n")
     cache.mkdir()
-    version_py = site / "torch" / "version.py"
-    now = time.time()
+    tmp.mkdir()
 
-    def install(version: str, git: str, at: float) -> None:
-        version_py.write_text(f"__version__ = '{version}'\ngit_version = '{git}'\ncuda = '{version[-3:]}'\n")
-        os.utime(version_py, (at, at))
+    def install(where: Path, version: str, git: str, linked_from: Path | None = None) -> None:
+        """As pip/uv do: the package's files (version.py, or a hard link of the installer's
+        cached copy), then a new dist-info with its RECORD."""
+        (where / "torch").mkdir(exist_ok=True)
+        (where / "torch" / "__init__.py").write_text("raise ImportError('a stand-in: only its files are read')\n")
+        text = f"__version__ = '{version}'\ngit_version = '{git}'\ncuda = '{version[-3:]}'\n"
+        version_py = where / "torch" / "version.py"
+        version_py.unlink(missing_ok=True)
+        if linked_from is not None:
+            linked_from.write_text(text)
+            os.utime(linked_from, (time.time() - 365 * 86400,) * 2)  # the wheel's own date, a year ago
+            os.link(linked_from, version_py)
+        else:
+            version_py.write_text(text)
+        for old in where.glob("torch-*.dist-info"):
+            for f in old.iterdir():
+                f.unlink()
+            old.rmdir()
+        info = where / f"torch-{version}.dist-info"
+        info.mkdir()
+        (info / "RECORD").write_text("torch/version.py,,\n")
+        time.sleep(0.05)
 
-    def target(name: str, ledger: Path) -> str:
-        return (f'[targets.{name}]\npython = "{sys.executable}"\nenv = {{ PYTHONPATH = "{site}", XDG_CACHE_HOME = '
-                f'"{ledger}", TORCHINDUCTOR_CACHE_DIR = "{cache}", TRITON_CACHE_DIR = "{tmp_path / "triton"}" }}\n')
+    def target(name: str, ledger: Path, where: Path = site, inductor: Path | None = cache) -> str:
+        env = f'PYTHONPATH = "{where}", XDG_CACHE_HOME = "{ledger}", TMPDIR = "{tmp}", TRITON_CACHE_DIR = "{tmp_path / "triton"}"'
+        env += f', TORCHINDUCTOR_CACHE_DIR = "{inductor or ""}"'  # empty: inductor's default folder
+        return f'[targets.{name}]\npython = "{sys.executable}"\nenv = {{ {env} }}\n'
 
     d = tmp_path / "proj"
     d.mkdir()
     sleuth(d, "init")
-    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + target("box", tmp_path / "far-cache")
-                                   + target("unseen", tmp_path / "other-cache"))
+    far, other = tmp_path / "far-cache", tmp_path / "other-cache"
+    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + target("box", far) + target("unseen", other)
+                                   + target("uv", other, tmp_path / "uvsite") + target("venv2", far, tmp_path / "site2")
+                                   + target("shared", far, inductor=None))
 
     def inventory(on: str) -> tuple[dict, list[str], dict[str, str]]:
         data = json.loads(sleuth(d, "probe", "run", "cache-inventory", "--target", on, "--json", "--force",
@@ -387,34 +410,65 @@ def test_which_torch_wrote_the_caches_is_what_sleuth_saw_installed_or_not_said(t
         res = next(r for r in data["records"] if r["kind"] == "result")
         return res, [k["id"] for k in data["known"]], {e["hypothesis"]: e["verdict"] for e in data["evidence"]}
 
-    install("2.11.0+cu128", "aaaa1111", now - 3000)
-    entry = cache / "fx" / "entry.so"
-    entry.parent.mkdir()
-    entry.write_bytes(b"compiled")
-    os.utime(entry, (now - 2900, now - 2900))  # compiled under that install
+    def entry(name: str, folder: Path = cache) -> None:
+        (folder / "fx").mkdir(parents=True, exist_ok=True)
+        (folder / "fx" / name).write_bytes(b"compiled")
+        time.sleep(0.05)
+
+    install(site, "2.11.0+cu128", "aaaa1111")
+    entry("a.so")  # compiled under that install
     res, known, _ = inventory("box")
-    assert (res["keys_match"], res["written_by"]) == (True, "2.11.0+cu128") and known == [], res["keys_said"]
-    assert res["keys_said"].startswith("written since this torch (2.11.0+cu128 (git aaaa1111)) was installed")
+    ind = res["caches"]["inductor"]
+    assert (res["keys_match"], res["written_by"], ind["stale"]) == (True, "2.11.0+cu128", 0) and known == [], res["keys_said"]
+    assert ind["said"] == "all 1 files written since this torch (2.11.0+cu128 (git aaaa1111)) was installed"
+    assert ind["scope"] == "set by TORCHINDUCTOR_CACHE_DIR"
 
-    install("2.11.0+cu128", "aaaa1111", now - 2000)  # the same build reinstalled: the keys hold
+    install(site, "2.11.0+cu128", "aaaa1111")  # the same build reinstalled: the keys hold
     res, known, verdict = inventory("box")
-    assert (res["keys_match"], res["written_by"], known) == (True, "2.11.0+cu128", [])
-    assert res["keys_said"].startswith("written under an earlier install of the same build")
-    assert verdict.get("cache-invalidation") == "refutes"
+    assert (res["keys_match"], res["written_by"], res["stale"], known) == (True, "2.11.0+cu128", 1, [])
+    assert "written under an earlier install of the same build" in res["caches"]["inductor"]["said"]
+    assert verdict.get("cache-invalidation") == "inconclusive"  # file times refute nothing: compile-cache measures
 
-    install("2.11.0+cu130", "bbbb2222", now - 1000)  # another build: no entry matches
+    install(site, "2.11.0+cu130", "bbbb2222")  # another build: its older files never hit...
+    entry("b.so")  # ...and one fresh file written since does not hide them
     res, known, verdict = inventory("box")
-    assert (res["keys_match"], res["written_by"]) == (False, "2.11.0+cu128"), res["keys_said"]
-    assert res["keys_said"].startswith("written under torch 2.11.0+cu128 (git aaaa1111), installed ")
-    assert "torch is now 2.11.0+cu130 (git bbbb2222)" in res["keys_said"]
+    ind = res["caches"]["inductor"]
+    assert (res["keys_match"], res["written_by"], ind["stale"], ind["files"]) == (False, "2.11.0+cu128", 1, 2), ind
+    assert ind["said"].startswith("1 of 2 files are older than this torch's install (") and ", 1 newer: written under " \
+        "torch 2.11.0+cu128 (git aaaa1111), installed " in ind["said"], ind["said"]
+    assert "torch is now 2.11.0+cu130 (git bbbb2222): those entries never hit" in ind["said"]
     # supports; pytorch#101027 is said only on compile-cache's measured key (issue 34), not on file times
     assert known == [] and verdict.get("cache-invalidation") == "supports"
-    installs = json.loads((tmp_path / "far-cache" / "sleuth" / "torch-installs.json").read_text())
-    assert [(e["version"], e["installed"]) for e in installs] == [
-        ("2.11.0+cu128", now - 3000), ("2.11.0+cu128", now - 2000), ("2.11.0+cu130", now - 1000)]
+    installs = json.loads((far / "sleuth" / "torch-installs.json").read_text())
+    assert [e["version"] for e in installs] == ["2.11.0+cu128", "2.11.0+cu128", "2.11.0+cu130"]
+    assert [e["installed"] for e in installs] == sorted(e["installed"] for e in installs)
 
     # a machine where sleuth never saw the install before: not known, and nothing read into it
     res, known, verdict = inventory("unseen")
     assert res["keys_match"] is None and res["written_by"] is None and known == []
     assert "sleuth saw no earlier install here" in res["keys_said"]
     assert verdict["cache-invalidation"] == "inconclusive"  # neither supports nor refutes
+
+    # uv: version.py is a hard link of the installer's cached file, a year old; the install is now
+    entry("c.so", tmp_path / "uvcache-entries")
+    (tmp_path / "uvsite").mkdir()
+    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text().replace(str(cache), str(tmp_path / "uvcache-entries")))
+    install(tmp_path / "uvsite", "2.11.0+cu130", "bbbb2222", linked_from=tmp_path / "uv-archive-version.py")
+    res, _known, _v = inventory("uv")
+    ind = res["caches"]["inductor"]
+    assert (ind["stale"], res["keys_match"]) == (1, None), ind  # older than the install, not than the wheel's file date
+    assert ind["said"].startswith("1 of 1 files are older than this torch's install"), ind["said"]
+
+    # the default folder (TMPDIR/torchinductor_USER) is every environment's of the user: sleuth saw another
+    (tmp_path / "site2").mkdir()
+    install(tmp_path / "site2", "2.13.0+cpu", "cccc3333")
+    inventory("venv2")  # its state read: sleuth sees that environment's torch
+    user_dir = tmp / f"torchinductor_{__import__('getpass').getuser()}"
+    entry("old.so", user_dir)
+    os.utime(user_dir / "fx" / "old.so", (time.time() - 86400,) * 2)
+    res, _known, verdict = inventory("shared")
+    ind = res["caches"]["inductor"]
+    assert ind["path"] == str(user_dir) and ind["scope"].startswith("every environment of user "), ind
+    assert res["keys_match"] is None and "sleuth saw torch in 1 other (" in ind["said"], ind["said"]
+    assert str(tmp_path / "site2" / "torch") in ind["said"] and "the older files may be theirs" in ind["said"]
+    assert verdict["cache-invalidation"] == "inconclusive"

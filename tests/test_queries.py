@@ -97,7 +97,7 @@ def test_the_run_to_verify_a_remedy_is_the_latest_supporting_one(inv):
     again = record_run(inv, "compile-race", RACE_FAIL, env_state(code="c1"))
     assert run_to_verify(inv.state, "local").id == again
     # a later run that supports another hypothesis is not what verifies the lock
-    cold = record_run(inv, "cache-inventory", {"cold": True, "keys_match": True, "entries": 0}, env_state(code="c1"))
+    cold = record_run(inv, "compile-cache", {"hits": 0, "misses": 2, "changed": ["torch"]}, env_state(code="c1"))
     assert run_to_verify(inv.state, "local").id == cold
     assert run_to_verify(inv.state, "local", "lock").id == again
 

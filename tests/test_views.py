@@ -30,7 +30,7 @@ def test_next_step_walks_the_hunt(inv):
 def test_next_step_never_suggests_a_circular_retest(inv):
     probes = builtin_probes()
     s = env_state()
-    record_run(inv, "cache-inventory", {"cold": False, "keys_match": True, "entries": 12}, s)
+    record_run(inv, "compile-cache", {"hits": 3, "misses": 0, "changed": []}, s)
     step = next_step(inv.state, "cache-invalidation", probes, "local")
     assert step.action == "none" and "change something first" in step.text
 

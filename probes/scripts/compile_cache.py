@@ -72,8 +72,9 @@ def spy(module, name, kind):
 class Bypass(logging.Handler):
     def emit(self, record):
         text = record.getMessage()
-        if "ypass" in text:
-            bypass.append(text[:300])
+        if "ypass" in text:  # "Bypassing FX Graph Cache because '<reason>'", "... autograd cache due to: <reason>"
+            m = re.search(r"because '(.*)'$|due to:? (.*)$", text, re.S)
+            bypass.append(((m.group(1) or m.group(2)) if m else text).strip()[:300])
 
 for name in ("torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache"):
     lg = logging.getLogger(name)
