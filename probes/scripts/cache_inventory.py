@@ -18,12 +18,17 @@ PROBE = {
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
     import json
+    import os
 
     def emit(kind, **fields):
         print(json.dumps({"kind": kind, **fields}, default=str))
 
     params = {}
-    install_time = None  # the prelude's (dist-info RECORD change time); here: the files' own
+    def install_time(folder, dist):  # the prelude's reads the dist-info RECORD; standalone: __init__.py's ctime
+        try:
+            return os.stat(os.path.join(folder, "__init__.py")).st_ctime
+        except OSError:
+            return None
 
 import getpass
 import importlib.util
@@ -50,11 +55,7 @@ def installed(dist):
     if spec is None or not spec.submodule_search_locations:
         return None
     folder = list(spec.submodule_search_locations)[0]
-    if install_time is not None:
-        at = install_time(folder, dist)
-    else:
-        at = max((os.stat(os.path.join(folder, n)).st_ctime for n in ("__init__.py",)
-                  if os.path.exists(os.path.join(folder, n))), default=None)
+    at = install_time(folder, dist)
     return {"dir": folder, "installed": at} if at is not None else None
 
 
