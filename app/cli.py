@@ -287,9 +287,13 @@ def main(argv: Sequence[str] | None = None, *, here: bool = False) -> int:
             return served
     args = _parser().parse_args(args_list)
     module, _, name = args.func.partition(":")
+    from ..sessions.store import author_as
+
     try:
-        handler = getattr(importlib.import_module(f".{module}", __package__), name)
-        return int(handler(args) or 0)
+        # who this command's events say wrote them (the UI says "ui" itself; `sleuth mcp`, the client's name)
+        with author_as("cli"):
+            handler = getattr(importlib.import_module(f".{module}", __package__), name)
+            return int(handler(args) or 0)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `sleuth … | head`: the reader has what it wanted

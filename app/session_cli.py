@@ -227,7 +227,8 @@ def cmd_events(args: argparse.Namespace) -> int:
         for e in events:  # each in words, with the names the state has at that event
             st.apply(e)
             stamp = time.strftime("%H:%M:%S", time.gmtime(e.ts - t0))
-            print(f"{e.seq:>5} +{stamp} {e.kind:<20} {event_sentence(e, st)}")
+            by = f" by {e.author}" if e.author else ""
+            print(f"{e.seq:>5} +{stamp} {e.kind:<20} {event_sentence(e, st)}{by}")
     return 0
 
 

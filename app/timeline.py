@@ -30,6 +30,15 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
     """(time, line, run or None, flagged) for runs, flags, remedies and notes, in time order."""
     t0 = st.created_ts or 0.0
     rows: list[tuple[float, int, Text, int | None, bool]] = []
+
+    def by(line: Text, seq: int) -> Text:
+        """Who wrote it, where that was not this screen's own kind (the CLI in another
+        terminal, an agent through sleuth mcp)."""
+        who = st.author(seq)
+        if who and who != "ui":
+            line.append(f"  · by {who}", style="dim italic")
+        return line
+
     for run in st.runs.values():
         verdicts = "; ".join(str(e) for e in st.verdict_per_hypothesis(run.id))
         line = Text(f"{clock(run.started_ts - t0)} #{run.id} {run.probe:<16} ", style="")
@@ -46,7 +55,7 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         if run.result.get("verdict") and isinstance(sentences, list) and sentences:  # a stacks run's reading
             line.append(f"  ⧗ {run.result['verdict']}: {sentences[0]}",
                         style="green" if run.result.get("healthy") else "bold yellow")
-        rows.append((run.started_ts, run.started_seq, line, run.id, False))
+        rows.append((run.started_ts, run.started_seq, by(line, run.started_seq), run.id, False))
     for m in st.known_matches:
         line = Text(f"{clock(m['ts'] - t0)} ⓚ #{m['run']} {m['id']} ", style="bold blue")
         line.append(f"{m['package']} {m.get('measured')} in {m['affected']}: {m['title']}", style="blue")
@@ -62,14 +71,15 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
     for f in st.flags:
         line = Text(f"{clock(f.ts - t0)} ⚑ {f.kind}", style="bold yellow")
         line.append(f"  {f.message}", style="yellow")
-        rows.append((f.ts, f.seq, line, f.run, True))
+        rows.append((f.ts, f.seq, by(line, f.seq), f.run, True))
     for app in st.applications.values():
         line = Text(f"{clock(app.applied_ts - t0)} ✚ remedy {app.remedy} #{app.id} applied on {app.target}", style="cyan")
         if not app.active:
             line.append(" (reverted)", style="dim")
-        rows.append((app.applied_ts, 0, line, None, False))
+        rows.append((app.applied_ts, app.applied_seq, by(line, app.applied_seq), None, False))
     for n in st.notes:
-        rows.append((n["ts"], n["seq"], Text(f"{clock(n['ts'] - t0)} ✎ {n['text']}", style="italic"), None, False))
+        rows.append((n["ts"], n["seq"], by(Text(f"{clock(n['ts'] - t0)} ✎ {n['text']}", style="italic"), n["seq"]),
+                     None, False))
     for d in st.comparisons:
         c = Comparison.from_dict(d)
         line = Text(f"{clock(d['ts'] - t0)} ⊞ fleet {c.fleet} · {c.probe}: ", style="bold cyan")

@@ -59,6 +59,7 @@ class InvestigationState(StateQueries):
         self.created_ts: float | None = None
         self.last_seq = 0
         self.last_ts: float | None = None
+        self.authors: dict[int, str] = {}  # event seq -> who wrote it, where recorded ("ui", "cli", "mcp:…")
         self.symptoms: dict[str, SymptomDef] = {}
         self.hypotheses: dict[str, HypothesisDef] = {}
         self.runs: dict[int, RunInfo] = {}
@@ -149,10 +150,16 @@ class InvestigationState(StateQueries):
                 state.apply(event)
         return state
 
+    def author(self, seq: int) -> str:
+        """Who wrote event *seq* ("" where the session did not record it)."""
+        return self.authors.get(seq, "")
+
     def apply(self, event: Event) -> None:
         handler = self._handlers.get(event.kind)
         if handler is not None:  # unknown kinds come from newer versions: keep, skip
             handler(event)
+        if event.author:
+            self.authors[event.seq] = event.author
         self.last_seq = event.seq
         self.last_ts = event.ts
 
@@ -309,6 +316,7 @@ class InvestigationState(StateQueries):
             files=d.get("files", []),
             applied_ts=e.ts,
             overlay=d.get("overlay"),
+            applied_seq=e.seq,
         )
         self.applications[app.id] = app
         if app.overlay is not None:

@@ -78,9 +78,15 @@ class Event:
     ts: float
     kind: str
     data: dict[str, Any]
+    # who wrote it: "ui", "cli", "mcp:<client name>", "demo"; "" in a session from before
+    # sleuth recorded it (the store's events.author column, schema 2)
+    author: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "ts": self.ts, "kind": self.kind, "data": self.data}
+        out = {"seq": self.seq, "ts": self.ts, "kind": self.kind, "data": self.data}
+        if self.author:
+            out["author"] = self.author
+        return out
 
 
 @dataclass
@@ -149,6 +155,7 @@ class RemedyApplication:
     verifications: list[dict[str, Any]] = field(default_factory=list)
     # an upgrade's overlay at the far end: {issue, package, version, path, site, explains}
     overlay: dict[str, Any] | None = None
+    applied_seq: int = 0
 
     @property
     def digest(self) -> str:

@@ -1,7 +1,7 @@
 """Session exchange formats: the whole session as JSON (exported and imported again,
 byte-for-byte the same on a second export), and one run as an asciicast v3 recording.
 
-JSON (``format: "sleuth-session"``, ``schema: 1``)::
+JSON (``format: "sleuth-session"``, ``schema: 2``)::
 
     {"events":  [{"seq", "ts", "kind", "data"}, ...],
      "outputs": {"RUN": {"complete": bool,
@@ -88,6 +88,7 @@ def _check(doc: Any, source: str) -> None:
             where,
             "kind must be a string and data an object",
         )
+        _need(isinstance(e.get("author", ""), str), f"{where}.author", "not a string")
     outputs = doc.get("outputs", {})
     _need(isinstance(outputs, dict), f"{source}: outputs", "not an object")
     for run, out in outputs.items():
@@ -125,7 +126,7 @@ def import_session(doc: Any, path: Path | str, source: str = "<json>", redactor:
     store = Store.create(path, redactor)
     try:
         for e in doc["events"]:
-            store.append(e["kind"], e["data"], e["ts"])
+            store.append(e["kind"], e["data"], e["ts"], author=str(e.get("author") or ""))
         for run, rows in sorted(chunks.items()):
             writer = store.capture(run)
             for stream, ts, data in rows:
@@ -141,7 +142,7 @@ def import_session(doc: Any, path: Path | str, source: str = "<json>", redactor:
 
 def _events(doc: dict[str, Any]) -> Iterator[Event]:
     for e in doc["events"]:
-        yield Event(int(e["seq"]), float(e["ts"]), e["kind"], e["data"])
+        yield Event(int(e["seq"]), float(e["ts"]), e["kind"], e["data"], str(e.get("author") or ""))
 
 
 def run_cast(store: Store, st: InvestigationState, run: int, cols: int = 120, rows: int = 40) -> str:

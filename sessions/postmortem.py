@@ -175,7 +175,7 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
         "",
     ]
 
-    lines += ["## Timeline", "", "| time | event | target | outcome |", "|---|---|---|---|"]
+    lines += ["## Timeline", "", "| time | event | by | target | outcome |", "|---|---|---|---|---|"]
     lines += [row for _when, row in sorted(_timeline(st, outputs, t0), key=lambda r: r[0])]
     lines.append("")
 
@@ -383,38 +383,41 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
     """((time, event seq), row) for every run, remedy, flag, note and outside change: one
     chronological timeline (the rows are sorted by when they happened, then by event order)."""
     rows: list[tuple[tuple[float, int], str]] = []
+
+    def by(seq: int) -> str:  # who wrote the event (the UI, the CLI, an MCP client by its name)
+        return _esc(st.author(seq))
     for run in st.runs.values():
         verdicts = "; ".join(str(e) for e in st.verdict_per_hypothesis(run.id))
         link = f" ([output]({outputs[run.id]}))" if run.id in outputs else ""
         retest = f" ⟲ retest of #{run.retest_of}" if run.retest_of else ""
         verified = "".join(f"; ✔ {_esc(v)}" for v in st.verified_by(run.id))
         rows.append(((run.started_ts, run.started_seq),
-                     f"| {_t(run.started_ts, t0)} | run #{run.id} {run.probe}{retest}{link} | {run.target} | "
+                     f"| {_t(run.started_ts, t0)} | run #{run.id} {run.probe}{retest}{link} | {by(run.started_seq)} | {run.target} | "
                      f"{run.classification or 'running'}{': ' + _esc(verdicts) if verdicts else ''}{verified} |"))
     for app in st.applications.values():
         rows.append(((app.applied_ts, 0), f"| {_t(app.applied_ts, t0)} | remedy {app.remedy} applied (#{app.id}) | "
-                                          f"{app.target} | {'active' if app.active else 'reverted'} |"))
+                                          f"{by(app.applied_seq)} | {app.target} | {'active' if app.active else 'reverted'} |"))
     for f in st.flags:
-        rows.append(((f.ts, f.seq), f"| {_t(f.ts, t0)} | ⚑ {f.kind} | {f.target} | {_esc(f.message)} |"))
+        rows.append(((f.ts, f.seq), f"| {_t(f.ts, t0)} | ⚑ {f.kind} | {by(f.seq)} | {f.target} | {_esc(f.message)} |"))
     for n in st.notes:
         about = f" (about {n['about']})" if n.get("about") else ""
-        rows.append(((n["ts"], n["seq"]), f"| {_t(n['ts'], t0)} | note{about} | | {_esc(n['text'])} |"))
+        rows.append(((n["ts"], n["seq"]), f"| {_t(n['ts'], t0)} | note{about} | {by(n['seq'])} | | {_esc(n['text'])} |"))
     for d in st.comparisons:
-        rows.append(((d["ts"], d["seq"]), f"| {_t(d['ts'], t0)} | fleet {d['fleet']} compared ({d.get('probe')}) | "
+        rows.append(((d["ts"], d["seq"]), f"| {_t(d['ts'], t0)} | fleet {d['fleet']} compared ({d.get('probe')}) | {by(d['seq'])} | "
                                           f"{len(d.get('runs', {}))} members | {_esc(Comparison.from_dict(d).headline())} |"))
     for m in st.known_matches:
-        rows.append(((m["ts"], m["seq"]), f"| {_t(m['ts'], t0)} | known upstream issue {m['id']} matched by #{m['run']} | "
+        rows.append(((m["ts"], m["seq"]), f"| {_t(m['ts'], t0)} | known upstream issue {m['id']} matched by #{m['run']} | {by(m['seq'])} | "
                                           f"{m['target']} | {_esc(m['package'] + ' ' + str(m.get('measured')))} in "
                                           f"{_esc(str(m['affected']))} |"))
     for m in st.known_left:
         rows.append(((m["ts"], m["seq"]), f"| {_t(m['ts'], t0)} | known upstream issue {m['id']} no longer applies "
-                                          f"(#{m['run']}) | {m['target']} | {_esc(m['why'])} |"))
+                                          f"(#{m['run']}) | {by(m['seq'])} | {m['target']} | {_esc(m['why'])} |"))
     for seen in st.observations:
         if seen.get("changes"):
             said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])
             how = f"changed by {seen['by']}" if seen.get("by") else "changed outside sleuth"
             rows.append(((seen["ts"], seen["seq"]), f"| {_t(seen['ts'], t0)} | state read: {_esc(how)} | "
-                                                    f"{seen['target']} | {_esc(said)} |"))
+                                                    f"{by(seen['seq'])} | {seen['target']} | {_esc(said)} |"))
     return rows
 
 

@@ -8,6 +8,11 @@ Tables:
               how many lines start in it, whether it starts mid-line)
     outputs   per run: bytes and lines per stream, whether capture finished
 
+Each event says who wrote it (``events.author``: "ui", "cli", "mcp:<client>", …): one
+session, many hands — the UI, the CLI in another terminal, a coding agent through
+``sleuth mcp``. Schema 1 files (before authors) gain the column when opened for writing;
+their old events say "" (not recorded).
+
 Events commit one by one, so a writer killed at any moment leaves every committed event.
 Output chunks commit in small batches (at most ``CaptureWriter.COMMIT_EVERY_S`` late).
 
@@ -36,9 +41,9 @@ if TYPE_CHECKING:
 from .errors import StoreError
 from .redact import Redactor
 
-__all__ = ["Store", "StoreError", "OutputLine", "SCHEMA_VERSION", "STREAMS"]
+__all__ = ["Store", "StoreError", "OutputLine", "SCHEMA_VERSION", "STREAMS", "author_as", "clean_author", "set_author"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMAT = "sleuth-session"
 STREAMS = ("stdout", "stderr")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -49,7 +54,8 @@ CREATE TABLE events (
     seq  INTEGER PRIMARY KEY,
     ts   REAL NOT NULL,
     kind TEXT NOT NULL,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    author TEXT NOT NULL DEFAULT ''
 );
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
@@ -79,6 +85,33 @@ CREATE TABLE outputs (
 """
 
 
+_AUTHOR = [""]  # this process's default author (set_author); a Store may carry its own
+
+
+def set_author(name: str) -> None:
+    """Who this process's events are written by, unless a store is given its own (the CLI
+    says "cli", the UI "ui", the MCP server "mcp:<client name>" per request)."""
+    _AUTHOR[0] = clean_author(name)
+
+
+@contextmanager
+def author_as(name: str) -> Iterator[None]:
+    """set_author for a block (a command run in-process, as tests do, leaves nothing behind)."""
+    before = _AUTHOR[0]
+    set_author(name)
+    try:
+        yield
+    finally:
+        _AUTHOR[0] = before
+
+
+def clean_author(name: str) -> str:
+    """An author as stored: printable, one line, at most 80 characters (an MCP client names
+    itself: its words are not trusted to be short or plain)."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in str(name)).strip()
+    return text[:80]
+
+
 @dataclass(frozen=True)
 class OutputLine:
     number: int  # 0-based, over the run's merged output
@@ -97,6 +130,8 @@ class Store:
         self.redactor = redactor
         self._closed = False
         self._in_batch = False
+        self.author: str | None = None  # None: the process's default (set_author)
+        self._has_author = True  # schema 1 read-only: the column is not there
 
     # ------------------------------------------------------------ opening
 
@@ -144,13 +179,19 @@ class Store:
             raise StoreError(f"{path}: an SQLite file, but not a sleuth session; the file was left as it is")
         if int(rows.get("schema", "0")) > SCHEMA_VERSION:
             raise StoreError(f"{path}: written by a newer sleuth (schema {rows['schema']}); upgrade sleuth to open it")
+        schema = int(rows.get("schema", "0"))
         if readonly:
             conn = _connect_ro(path)
         else:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             _tune(conn)
-        return cls(path, conn, readonly, redactor or Redactor.from_environ())
+            if schema < 2:  # events gain their author; the old ones say "" (not recorded)
+                _add_author_column(conn)
+                schema = 2
+        store = cls(path, conn, readonly, redactor or Redactor.from_environ())
+        store._has_author = schema >= 2 or _has_column(conn, "events", "author")
+        return store
 
     def close(self) -> None:
         if self._closed:
@@ -206,8 +247,9 @@ class Store:
             self._in_batch = False
             self.conn.execute("COMMIT")
 
-    def append(self, kind: str, data: dict[str, Any], ts: float | None = None) -> Event:
-        """Write one event (secrets redacted) and commit it; return it with its seq."""
+    def append(self, kind: str, data: dict[str, Any], ts: float | None = None, author: str | None = None) -> Event:
+        """Write one event (secrets redacted) and commit it; return it with its seq. *author*:
+        who wrote it (default: this store's, else the process's: set_author)."""
         if self.readonly:
             raise StoreError(f"{self.path}: opened read-only (replay); nothing can be added")
         ts = time.time() if ts is None else ts
@@ -215,19 +257,24 @@ class Store:
         clean = self.redactor.redact_keys(data)
         dumped = json.dumps(clean, sort_keys=True, separators=(",", ":"))
         payload = self.redactor.redact_text(dumped)  # secret values anywhere in the event
-        cur = self.conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (ts, kind, payload))
-        return Event(int(cur.lastrowid or 0), ts, kind, clean if payload == dumped else json.loads(payload))
+        if author is None:
+            author = self.author if self.author is not None else _AUTHOR[0]
+        author = clean_author(author)
+        cur = self.conn.execute("INSERT INTO events (ts, kind, data, author) VALUES (?, ?, ?, ?)",
+                                (ts, kind, payload, author))
+        return Event(int(cur.lastrowid or 0), ts, kind, clean if payload == dumped else json.loads(payload), author)
 
     def events(self, upto: int | None = None, after: int = 0) -> Iterator[Event]:
         """Events in order: those with after < seq ≤ upto (all when upto is None)."""
-        sql = "SELECT seq, ts, kind, data FROM events WHERE seq > ?"
+        author = "author" if self._has_author else "''"
+        sql = f"SELECT seq, ts, kind, data, {author} FROM events WHERE seq > ?"
         args: tuple[Any, ...] = (after,)
         if upto is not None:
             sql += " AND seq <= ?"
             args = (after, upto)
         try:
-            for seq, ts, kind, data in self.conn.execute(sql + " ORDER BY seq", args):
-                yield Event(seq, ts, kind, json.loads(data))
+            for seq, ts, kind, data, who in self.conn.execute(sql + " ORDER BY seq", args):
+                yield Event(seq, ts, kind, json.loads(data), who or "")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: corrupt events table ({exc})") from None
 
@@ -462,6 +509,23 @@ def _tune(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: consistent after any crash
     conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints happen off the capture path
     conn.execute("PRAGMA busy_timeout=5000")
+
+
+def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
+
+
+def _add_author_column(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2, in one transaction (another writer that got there first: nothing to do)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_column(conn, "events", "author"):
+            conn.execute("ALTER TABLE events ADD COLUMN author TEXT NOT NULL DEFAULT ''")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:

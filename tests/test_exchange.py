@@ -83,7 +83,7 @@ def test_postmortem_of_a_recorded_session_has_every_section(hunt: Path):
     timeline = section("Timeline")
     rows = [r for r in timeline.splitlines() if r.startswith("| 00:")]
     assert len([r for r in rows if "run #" in r]) == 6
-    assert re.search(r"run #4 env-fingerprint ⟲ retest of #3 \(\[output\]\(postmortem-output/run-4\.txt\)\) \| local \| completed", timeline)
+    assert re.search(r"run #4 env-fingerprint ⟲ retest of #3 \(\[output\]\(postmortem-output/run-4\.txt\)\) \| [^|]* \| local \| completed", timeline)
     assert "remedy lock applied (#1)" in timeline and "⚑ circular-retest" in timeline
 
     evidence = section("Evidence by hypothesis")

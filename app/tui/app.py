@@ -71,6 +71,8 @@ class SleuthApp(App):
         self.target = config.target(target)
         self.clock = clock
         inv.clock = clock  # what the UI records is stamped with the app's clock (fixed in tests)
+        if not replaying:
+            inv.store.author = "ui"  # its events say the UI wrote them (another process's say who they are)
         self.pool = SshPool()
         # runs go through the resident agents, unless a transport is given (the tests' fake)
         self.transport = transport
