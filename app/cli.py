@@ -167,6 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     _remedy_commands(sub, add)
     _demo_command(sub, add)
 
+    p = add("mcp", "mcp_server:cmd_mcp",
+            "serve this investigation to a coding agent (Model Context Protocol): stdio, or --http on loopback "
+            "with a token (needs sleuth[mcp])")
+    p.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="with --http: loopback only (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="with --http (default 8765)")
+    p.add_argument("--no-agent", action="store_true", help="runs in sessions of their own, not the broker's resident agents")
+
     p = add("export", "session_cli:cmd_export", "export the session: json (all of it), markdown (the postmortem), cast (one run)")
     p.add_argument(
         "--format",

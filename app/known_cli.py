@@ -13,7 +13,7 @@ from ..probes import load_config
 from ..sessions import Workspace, measure_state
 from .errors import UsageError
 
-__all__ = ["cmd_known", "cmd_upgrade"]
+__all__ = ["cmd_known", "cmd_upgrade", "known_rows"]
 
 
 def cmd_known(args: argparse.Namespace) -> int:
@@ -33,14 +33,7 @@ def cmd_known(args: argparse.Namespace) -> int:
         print(f"sleuth: {measured.unknown}", file=sys.stderr)
         return 1
     versions = (measured.state.get("env") or {}).get("distributions") or {}
-    found = applying(entries, versions)
-    rows = []
-    for e in found:
-        version = version_of(versions, e.package)
-        rows.append({**e.to_dict(), "target": target.name, "measured": version})
-    measured_here = _measured_here(ws, target.name)
-    for r in rows:
-        r["measured_here"] = measured_here.get(r["id"], [])
+    rows = known_rows(ws, entries, target.name, versions)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -60,6 +53,17 @@ def cmd_known(args: argparse.Namespace) -> int:
             print(f"  said of a run whose output shows: {' or '.join(r['signature'])}")
         print(f"  {r['source']}")
     return 0
+
+
+def known_rows(ws: Workspace, entries: dict, target: str, versions: dict) -> list[dict]:
+    """The entries that apply to *versions* (measured on *target* now), each with what this
+    session measured of its fix there (`sleuth known --json`'s rows; the MCP tool's too)."""
+    rows = [{**e.to_dict(), "target": target, "measured": version_of(versions, e.package)}
+            for e in applying(entries, versions)]
+    measured_here = _measured_here(ws, target)
+    for r in rows:
+        r["measured_here"] = measured_here.get(r["id"], [])
+    return rows
 
 
 def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:

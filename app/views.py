@@ -28,6 +28,7 @@ __all__ = [
     "Selection",
     "detail_text",
     "hypothesis_label",
+    "investigation_next_step",
     "next_step",
     "run_label",
     "clock",
@@ -176,6 +177,36 @@ def next_step(
         return NextStep("none", "", "every probe of it was run in this same state: change something first")
     _cost, probe = min(candidates)
     return NextStep("run", "r", f"run {probe}", probe=probe, hypothesis=h)
+
+
+def investigation_next_step(
+    st: InvestigationState, probes: dict[str, Any], target: str, params_for: Any = None
+) -> NextStep:
+    """The one step suggested for the investigation as a whole (`status` of the MCP server):
+    applying a remedy to a supported hypothesis first, then verifying one that is applied,
+    then the cheapest new probe of an open hypothesis — each hypothesis's own next_step,
+    the best of them; "none" with why when every probe was run in this state."""
+    rank = {"remedy": 0, "verify": 1, "run": 2}
+    best: tuple[int, int, NextStep] | None = None
+    for i, h in enumerate(st.hypotheses):
+        if st.status(h) in ("refuted", "confirmed"):
+            continue
+        step = next_step(st, h, probes, target, params_for)
+        if step.action == "none":
+            continue
+        kind = "verify" if step.action == "run" and ("verify" in step.text or "trials under" in step.text) else step.action
+        key = (rank.get(kind, 3), i)
+        if best is None or key < best[:2]:
+            best = (*key, step)
+    if best is not None:
+        return best[2]
+    if not st.symptoms:
+        return NextStep("none", "", "record what was seen first: symptom_add (e.g. fx-trace-error)")
+    confirmed = [h for h in st.hypotheses if st.status(h) == "confirmed"]
+    if confirmed:
+        return NextStep("none", "e", f"{', '.join(confirmed)} confirmed: export the postmortem")
+    return NextStep("none", "", "every open hypothesis's probes were run in this same state: change something "
+                                "(a remedy, an upgrade) or add a hypothesis")
 
 
 def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = None) -> Text:

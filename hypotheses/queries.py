@@ -74,6 +74,10 @@ class StateQueries:
         unknown (never seen, or a shell run may have changed anything since)."""
         return self._known_state.get(target)
 
+    def known_state_seq(self, target: str) -> int | None:
+        """The event that last told *target*'s state (a run's end or a state read)."""
+        return self._known_state_seq.get(target)
+
     def expected_state(self, target: str) -> str | None:
         """The target's state key as far as we know it now; None when unknown."""
         known = self._known_state.get(target)

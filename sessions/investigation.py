@@ -115,9 +115,16 @@ class Investigation(RunJudging):
 
     def _catch_up(self) -> None:
         """Fold events another process appended since we last looked."""
-        if self.store.last_seq() > self.state.last_seq:
-            for event in self.store.events(after=self.state.last_seq):
+        self.follow()
+
+    def follow(self) -> int:
+        """Fold the events another process appended since we last looked (the CLI in another
+        terminal, an agent through `sleuth mcp`); how many there were."""
+        before = self.state.last_seq
+        if self.store.last_seq() > before:
+            for event in self.store.events(after=before):
                 self.state.apply(event)
+        return self.state.last_seq - before
 
     # ------------------------------------------------------------ graph edits
 
@@ -330,10 +337,14 @@ class Investigation(RunJudging):
         return describe_check(self.state, check, now)
 
     def begin_run(
-        self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe", check: PreRunCheck | None = None
+        self, probe: str, params: Mapping[str, Any], target: str, kind: str = "probe", check: PreRunCheck | None = None,
+        reason: str | None = None,
     ) -> RunStart:
         """Record the start of a run (under *check*, the one made before it, measured or
-        not); flags a circular retest or revisit first, as events."""
+        not); flags a circular retest or revisit first, as events. *reason*: why a flagged
+        run was run anyway (an agent's `force` must give one), kept in the flag and the run."""
+        reason = (reason or "").strip() or None
+        anyway = f"; run anyway: {reason}" if reason else ""
         check = check or self.check_before_run(probe, params, target)
         with self.store.batch():
             run = self.state.next_run_id()
@@ -345,7 +356,8 @@ class Investigation(RunJudging):
                         "run": run,
                         "earlier": check.retest_of.id,
                         "target": target,
-                        "message": describe_retest(self.state, check),
+                        "message": describe_retest(self.state, check) + anyway,
+                        **({"forced_because": reason} if reason else {}),
                     },
                 )
             for hyp in check.revisits:
@@ -356,7 +368,8 @@ class Investigation(RunJudging):
                         "run": run,
                         "hypothesis": hyp,
                         "target": target,
-                        "message": describe_revisit(hyp),
+                        "message": describe_revisit(hyp) + anyway,
+                        **({"forced_because": reason} if reason else {}),
                     },
                 )
             self._record(
@@ -372,6 +385,7 @@ class Investigation(RunJudging):
                     "retest_of": check.retest_of.id if check.retest_of else None,
                     "observed": check.observed_seq or 0,  # its own state read (0: it told nothing)
                     **({"stochastic": True} if check.stochastic else {}),
+                    **({"force_reason": reason} if reason and check.flagged else {}),
                 },
             )
             return RunStart(run, check)

@@ -195,8 +195,9 @@ async def run_probe(
     on_record: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
     check: PreRunCheck | None = None,
+    reason: str | None = None,
 ) -> RunReport:
-    """Run *request* on *target* and record it. First the target's state is read (unless
+    """Run *request* on *target* and record it (*reason*: why it runs although flagged). First the target's state is read (unless
     *check*, made by :func:`check_run` just before, brings it): a run that would repeat an
     earlier one in exactly this state raises CircularRetest unless *force*; an unreadable
     state flags nothing."""
@@ -211,7 +212,7 @@ async def run_probe(
         path, _how = await ensure_py_spy(target, runner)
         if path:
             spec = replace(spec, params={**spec.params, "py_spy": path})
-    start = inv.begin_run(request.probe, request.params, target.name, kind=request.kind, check=check)
+    start = inv.begin_run(request.probe, request.params, target.name, kind=request.kind, check=check, reason=reason)
     if on_start:
         on_start(start.run)
     capture = inv.capture(start.run)

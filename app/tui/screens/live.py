@@ -103,13 +103,38 @@ class InvestigationScreen(RemedyActions):
         super().on_mount()
         self.set_interval(0.1, self._tick)
 
+    FOLLOW_TICKS = 3  # another process's events show within 0.3 s (one indexed SQLite read each time)
+
     def _tick(self) -> None:
         self._spin += 1
         if self.live_run is not None and self.shown_run == self.live_run:
             self.run_pane.view.poll()
             self.update_run_header()
+        elif self.shown_run is not None and self._running_elsewhere(self.shown_run):
+            self.run_pane.view.poll()  # a run another process is making: its output as it comes
+            self.update_run_header()
+        if self._spin % self.FOLLOW_TICKS == 0:
+            self._follow()
         if self._spin % 10 == 0:
             self.update_title()
+
+    def _running_elsewhere(self, run: int) -> bool:
+        info = self.state.runs.get(run)
+        return info is not None and info.classification is None
+
+    def _follow(self) -> None:
+        """Events another process appended (the CLI in another terminal, an agent through
+        `sleuth mcp`): fold them and show them; a run it started is shown when the newest run
+        was (the user was not reading an older one)."""
+        newest = max(self.state.runs, default=None)
+        if not self.inv.follow():
+            return
+        latest = max(self.state.runs, default=None)
+        self.refresh_all()
+        if latest != newest and self.live_run is None and self.shown_run in (None, newest):
+            self.show_output(latest)
+        elif self.shown_run is not None:
+            self.run_pane.view.poll()
 
     # ---------------------------------------------------------------- runs
 

@@ -1,0 +1,206 @@
+"""A run's output within a byte budget, for a reader that cannot scroll: a coding agent.
+
+Agents cut long output blind — the last 20 lines, the first MiB — and the seed's diagnostic
+was lost that way, behind the end of a 7,000-line config dump. :func:`excerpt` picks the
+lines that matter instead, and says what it left out and how to read it:
+
+1. lines matching the caller's ``grep`` (what it is looking for), first;
+2. errors and tracebacks (app/outline.py's ``line_style``), with the two lines before each;
+3. the last lines of each stream (where a crash or a summary is): the last three, then the
+   last ones outside a dump;
+4. the first lines outside a dump, then the other lines that are not part of a dump or a repeated warning
+   (outline.FoldDetector), latest first — a diagnostic between two dumps is one of them.
+
+Dumps and repeats are never spent on: each is said as one fold ("7,000 lines of
+JSON/config: Qwen3Config {", lines 12–7011). A probe's record lines are left out (they come
+back parsed, as records). Every shown line has its 1-based number; ``left_out`` counts the
+rest and ``read_more`` says how to get them (``run_output``: a range, a grep, a stream).
+
+The budget is bytes of the excerpt's JSON (each line's text, number and stream), default
+:data:`DEFAULT_BUDGET`; a line longer than :data:`LINE_CAP` characters is cut and says so.
+Memory stays bounded whatever the run's size: only the candidates are kept while reading.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ..sessions import Store
+from .outline import Fold, FoldDetector, line_style, record_line
+
+__all__ = ["DEFAULT_BUDGET", "LINE_CAP", "MAX_BUDGET", "MIN_BUDGET", "excerpt"]
+
+DEFAULT_BUDGET = 12_000  # bytes of JSON: about 3,000 tokens
+MIN_BUDGET, MAX_BUDGET = 1_000, 200_000
+LINE_CAP = 600  # characters of one line shown
+TAIL = 25  # last lines of each stream (those outside a dump)
+LAST = 3  # the very last lines of each stream, dump or not
+HEAD = 5
+CONTEXT = 2  # lines kept before an error
+_KEEP_ERRORS = 400  # error lines remembered while reading (first ones and last ones)
+_KEEP_PLAIN = 4_000  # other lines remembered (the latest)
+_BLOCK = 10_000
+
+
+@dataclass
+class _Line:
+    n: int  # 0-based over the merged output
+    stream: str
+    text: str
+
+    def shown(self) -> dict[str, Any]:
+        text = self.text.rstrip("\n")
+        out: dict[str, Any] = {"n": self.n + 1, "stream": self.stream}
+        if len(text) > LINE_CAP:
+            out["text"] = text[:LINE_CAP]
+            out["cut"] = f"+{len(text) - LINE_CAP:,} characters (run_output has the whole line)"
+        else:
+            out["text"] = text
+        return out
+
+
+def _size(item: dict[str, Any]) -> int:
+    return len(json.dumps(item, ensure_ascii=False).encode()) + 2
+
+
+def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | None = None) -> dict[str, Any]:
+    """The lines of *run* that matter, within *budget* bytes; see the module's words."""
+    budget = max(MIN_BUDGET, min(int(budget), MAX_BUDGET))
+    pattern = re.compile(grep) if grep else None
+    summary = store.output_summary(run)
+    total = summary["lines"]["stdout"] + summary["lines"]["stderr"]
+    detector = FoldDetector()
+    folds: list[Fold] = []
+    matches: list[_Line] = []
+    errors_first: list[_Line] = []
+    errors_last: deque[_Line] = deque(maxlen=_KEEP_ERRORS)
+    before: deque[_Line] = deque(maxlen=CONTEXT)
+    context: dict[int, _Line] = {}
+    tails: dict[str, deque[_Line]] = {"stdout": deque(maxlen=TAIL), "stderr": deque(maxlen=TAIL)}
+    head: list[_Line] = []
+    plain: deque[_Line] = deque(maxlen=_KEEP_PLAIN)
+    records = 0
+    match_count = 0
+    for start in range(0, total, _BLOCK):
+        block = store.lines(run, start, _BLOCK)
+        folds += detector.feed(ln.text.rstrip("\n") for ln in block)
+        for ln in block:
+            text = ln.text
+            if record_line(text.rstrip("\n")) is not None:
+                records += 1
+                continue
+            line = _Line(ln.number, ln.stream, text)
+            tails[ln.stream].append(line)
+            if pattern is not None and pattern.search(text):
+                match_count += 1
+                if len(matches) < 2_000:
+                    matches.append(line)
+            style = line_style(text)
+            if style in ("error", "traceback"):
+                for prev in before:
+                    context.setdefault(prev.n, prev)
+                (errors_first if len(errors_first) < _KEEP_ERRORS else errors_last).append(line)
+            elif text.strip():
+                if len(head) < HEAD:
+                    head.append(line)
+                else:
+                    plain.append(line)
+            before.append(line)
+    folds += detector.finish()
+    folds.sort(key=lambda f: f.start)
+    starts = [f.start for f in folds]
+
+    def folded(n: int) -> Fold | None:
+        i = bisect.bisect_right(starts, n) - 1
+        return folds[i] if i >= 0 and folds[i].start <= n < folds[i].end else None
+
+    chosen: dict[int, _Line] = {}
+    taken: list[int] = []  # in the order chosen: the last is the first to give back
+    used = 0
+    gap_allowance = 120  # the omission marker a shown line may open
+
+    def take(lines: list[_Line], cap: int) -> bool:
+        """Add *lines* in order while the budget and this tier's *cap* allow; False once full."""
+        nonlocal used
+        spent = 0
+        for line in lines:
+            if line.n in chosen:
+                continue
+            size = _size(line.shown()) + gap_allowance
+            if used + size > budget or spent + size > cap:
+                return False
+            chosen[line.n] = line
+            taken.append(line.n)
+            used += size
+            spent += size
+        return True
+
+    take(matches, budget)
+    errs = [*errors_first, *errors_last]
+    # each error with its context, the first errors and the last ones before the middle ones
+    with_context = []
+    for line in errs:
+        with_context += [context[k] for k in range(line.n - CONTEXT, line.n) if k in context]
+        with_context.append(line)
+    order = with_context[: 8 * (CONTEXT + 1)] + list(reversed(with_context[8 * (CONTEXT + 1):]))
+    take(order, budget * 6 // 10)
+    for stream in ("stderr", "stdout"):  # its very last lines, then its last ones outside a dump
+        last = list(reversed(tails[stream]))
+        take(last[:LAST] + [ln for ln in last[LAST:] if folded(ln.n) is None], budget // 5)
+    take([ln for ln in head if folded(ln.n) is None or ln.n == 0], budget)
+    take([ln for ln in reversed(plain) if folded(ln.n) is None], budget)
+    while True:
+        shown = [chosen[n].shown() for n in sorted(chosen)]
+        items = _with_gaps(shown, total, folds)
+        if sum(_size(i) for i in items) <= budget or not taken:
+            break
+        chosen.pop(taken.pop())  # over by the gaps' words: the line chosen last goes back
+    left_out = total - len(shown) - records
+    out: dict[str, Any] = {
+        "budget_bytes": budget,
+        "bytes": sum(_size(i) for i in items),
+        "lines_total": total,
+        "lines_shown": len(shown),
+        "record_lines": records,
+        "left_out": left_out,
+        "lines": items,
+        "folds": [{"lines": [f.start + 1, f.end], "what": f.label} for f in folds[:20]],
+    }
+    if len(folds) > 20:
+        out["folds_more"] = len(folds) - 20
+    if pattern is not None:
+        out["grep"] = {"pattern": grep, "matched": match_count, "shown": sum(1 for m in matches if m.n in chosen)}
+    if left_out > 0:
+        out["read_more"] = (f"{left_out:,} line(s) are not shown (none is lost): run_output(run={run}, start=N, count=K) "
+                            f"reads any range, run_output(run={run}, grep='REGEX') finds lines, stream='stderr' one stream")
+    return out
+
+
+def _with_gaps(shown: list[dict[str, Any]], total: int, folds: list[Fold]) -> list[dict[str, Any]]:
+    """The shown lines with the gaps between them, each said: how many lines, which folds."""
+    items: list[dict[str, Any]] = []
+    prev = 0
+    for item in shown:
+        if item["n"] - 1 > prev:
+            items.append(_gap(prev, item["n"] - 1, folds))
+        items.append(item)
+        prev = item["n"]
+    if prev < total:
+        items.append(_gap(prev, total, folds))
+    return items
+
+
+def _gap(after: int, upto: int, folds: list[Fold]) -> dict[str, Any]:
+    """Lines after+1 .. upto (1-based, inclusive) left out, and the folds among them."""
+    inside = [f for f in folds if f.start < upto and f.end > after]
+    gap: dict[str, Any] = {"omitted": [after + 1, upto], "count": upto - after}
+    if inside:
+        gap["folds"] = [f"{f.label} (lines {f.start + 1}–{f.end})" for f in inside[:3]]
+        if len(inside) > 3:
+            gap["folds"].append(f"… and {len(inside) - 3} more")
+    return gap

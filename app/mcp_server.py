@@ -1,0 +1,682 @@
+"""`sleuth mcp`: the investigation as tools a coding agent calls (Model Context Protocol).
+
+The same investigation the CLI and the UI use (found as the CLI finds it: ``.sleuth/`` here
+or above, or ``--session``), through the official SDK (``mcp``, extra ``sleuth[mcp]``): on
+stdio, how agent clients start a tool server, or on streamable HTTP bound to loopback with a
+bearer token (:func:`serve_http`).
+
+Every tool answers one JSON object. What an agent needs and a shell tool never gave it:
+
+* ``probe_run`` takes ``params`` as an object (never a string to quote) and a ``shell``
+  command that sleuth sends on the interpreter's stdin, never re-quoted per hop; it answers
+  the run's classification, verdicts, flags, findings and records, and a bounded excerpt of
+  the output (app/excerpt.py) that says how many lines it left out and how to read them.
+* a circular retest is **refused**, the earlier run's answer in the refusal; ``force`` needs
+  a ``reason``, recorded with the run; an oscillating state is flagged in the answer.
+* every answer says the state it speaks of (``state``: the target's last known state, the
+  event it was read at) and the session's event count.
+* every event says who wrote it: ``mcp:<client name>`` (the client's own name from its
+  handshake), beside the UI's and the CLI's.
+
+Tool errors (an unknown id, a refused argument, a target not reached) come back as MCP tool
+errors whose text is the one line the CLI would print; nothing is written by a refused call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import os
+import re
+import secrets
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+try:
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # the base install stays lean: the SDK is the extra's
+    raise UsageError("sleuth mcp needs the MCP SDK: pip install 'sleuth[mcp]'") from None
+
+from ..probes import builtin_probes, load_config, probe_from_file
+from ..probes.broker import BrokerClient
+from ..sessions import (
+    CircularRetest,
+    Investigation,
+    Workspace,
+    request_for_probe,
+    request_for_shell,
+    run_fleet,
+    run_probe,
+)
+from ..sessions.store import STREAMS
+from .errors import HypothesisError, ProbesError, ReachError, SessionError
+from .excerpt import DEFAULT_BUDGET, excerpt
+from .timeline import event_sentence, run_changes, run_findings
+from .views import investigation_next_step
+
+__all__ = ["build_server", "cmd_mcp", "serve_http"]
+
+PAGE_LINES = 200  # run_output's default page
+PAGE_BYTES = 64_000  # and its most bytes of text per page
+INSTRUCTIONS = """\
+sleuth keeps the hypotheses of a failure hunt on remote GPU training, runs checks on the real
+target (ssh, jump hosts, containers), keeps every byte of their output, and says what each
+result means for each hypothesis in the state the target was in.
+Start with `status` (it suggests the next step). Run checks with `probe_run` (a built-in
+`probe`, a `script` path or a `shell` command; `params` as an object). Its answer holds a
+bounded excerpt of the output; read the rest with `run_output` (line ranges, grep).
+A check repeated in the same state is refused with the earlier answer: change something
+first, or pass force=true with a reason. Record what you see with `symptom_add` and `note`.
+"""
+
+
+class _Failed(Exception):
+    """A tool's one-line refusal (bad input, not reached); becomes an MCP tool error."""
+
+
+def _author(ctx: Context | None) -> str:
+    """mcp:<the client's name from its handshake>, else mcp."""
+    try:
+        params = ctx.session.client_params if ctx is not None else None
+        name = params.client_info.name if params is not None and params.client_info is not None else ""
+    except (AttributeError, LookupError, RuntimeError):
+        name = ""
+    return f"mcp:{name}" if name else "mcp"
+
+
+class Sleuth:
+    """The tools' shared work: the workspace, its config, the session they write to."""
+
+    def __init__(self, workspace: Workspace, session: str | None = None, no_agent: bool = False) -> None:
+        self.ws = workspace
+        self.session = session
+        self.no_agent = no_agent
+
+    @contextmanager
+    def open(self, ctx: Context | None) -> Iterator[Investigation]:
+        """The investigation for one call, its events said to be this client's."""
+        try:
+            inv = self.ws.open(self.session)
+        except (SessionError, HypothesisError, ProbesError) as exc:
+            raise ToolError(str(exc)) from None
+        inv.store.author = _author(ctx)
+        try:
+            yield inv
+        except ReachError as exc:  # a transport fault: never evidence
+            raise ToolError(f"not reached: {exc}") from None
+        except (UsageError, SessionError, ProbesError, HypothesisError) as exc:
+            raise ToolError(str(exc)) from None
+        finally:
+            inv.close()
+
+    def config(self):
+        try:
+            return load_config(self.ws.config_path)
+        except (ProbesError, SessionError) as exc:
+            raise ToolError(str(exc)) from None
+
+    def runner(self) -> BrokerClient | None:
+        return None if self.no_agent else BrokerClient(self.ws.dir)
+
+
+def state_said(inv: Investigation, target: str) -> dict[str, Any]:
+    """The state an answer speaks of: *target*'s last known state (its key, the run or read
+    that told it, the versions in it) and the session's last event. "unknown" when a shell
+    command may have changed anything since, or nothing was read yet."""
+    st = inv.state
+    out: dict[str, Any] = {"target": target, "as_of_event": st.last_seq}
+    known = st.known_state(target)
+    if known is None:
+        out["known"] = False
+        out["said"] = (f"the state of {target} is unknown (never read, or a shell command ran since): "
+                       "the next probe_run reads it before it runs")
+        return out
+    state, _parts = known
+    env: dict[str, Any] = state.get("env") or {}
+    torch = env.get("torch")
+    dists: dict[str, Any] = env.get("distributions") or {}
+    versions = {"python": env.get("python"),
+                "torch": torch.get("version") if isinstance(torch, dict) else torch or dists.get("torch"),
+                "triton": dists.get("triton")}
+    out.update({"known": True, "key": st.expected_state(target),
+                "versions": {k: v for k, v in versions.items() if v},
+                "remedies_active": [f"{a.remedy} #{a.id}" for a in st.applications.values()
+                                    if a.active and a.target == target],
+                "said": f"as last read of {target} (event {st.known_state_seq(target) or st.last_seq})"})
+    return out
+
+
+def run_answer(inv: Investigation, run: int, *, budget: int = DEFAULT_BUDGET, grep: str | None = None,
+               report: Any = None) -> dict[str, Any]:
+    """A run as an agent reads it: what it was, how it ended, what it means, and the output
+    that matters within *budget* bytes."""
+    st = inv.state
+    info = st.runs[run]
+    summary = inv.store.output_summary(run)
+    data: dict[str, Any] = report.to_json(inv) if report is not None else {
+        "run_id": run, "probe": info.probe, "target": info.target, "classification": info.classification,
+        "reason": info.reason, "records": info.records, "state_key": info.state_key, "lines": summary["lines"],
+        "bytes": summary["bytes"], "retest_of": info.retest_of,
+        "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in st.verdict_per_hypothesis(run)],
+    }
+    data.pop("output", None)  # a path on this machine: run_output reads it
+    if info.kind == "shell":
+        data["command"] = info.params.get("cmd", "")
+    elif info.params:
+        data["params"] = info.params
+    data["findings"] = run_findings(st, run)
+    data.update(run_changes(st, run))
+    data["flags"] = [{"flag": f.kind, "message": f.message, **({"earlier": f.earlier} if f.earlier else {})}
+                     for f in st.flags if f.run == run]
+    data["verified"] = list(st.verified_by(run))
+    data["by"] = st.author(info.started_seq)
+    data["output"] = excerpt(inv.store, run, budget, grep)
+    return data
+
+
+def build_server(workspace: Workspace | None = None, *, session: str | None = None, no_agent: bool = False) -> MCPServer:
+    """The MCP server over *workspace*'s investigation (default: the one found from here)."""
+    sl = Sleuth(workspace or Workspace.find(), session, no_agent)
+    server = MCPServer("sleuth", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    # ------------------------------------------------------------ runs
+
+    @server.tool()
+    async def probe_run(
+        probe: str | None = None,
+        script: str | None = None,
+        shell: str | None = None,
+        target: str = "local",
+        params: dict[str, Any] | None = None,
+        trials: int | None = None,
+        timeout: float | None = None,
+        force: bool = False,
+        reason: str | None = None,
+        budget: int = DEFAULT_BUDGET,
+        grep: str | None = None,
+        ctx: Context = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Run a check on the target and record it: a built-in `probe` (see `status`), a `script`
+        (a Python file with the probe protocol) or a `shell` command (run as `bash -c` at the far
+        end, sent without re-quoting through every hop). `params` is an object, `trials` the
+        number of repetitions where the probe has them. A repeat of an earlier check in the same
+        state is refused with that run's answer; `force` runs it anyway and needs a `reason`
+        (recorded). The answer: the run's id, classification and reason, verdicts, flags,
+        findings, records, line counts and `output`, an excerpt of at most `budget` bytes
+        (default 12000) that says how many lines it left out; `grep` (a regex) puts the lines
+        you look for first. Read the rest with run_output."""
+        chosen = [x for x in (probe, script, shell) if x]
+        if len(chosen) != 1:
+            raise ToolError("give exactly one of: probe (a built-in probe id), script (a file path), shell (a command)")
+        if force and not (reason or "").strip():
+            raise ToolError("force needs a reason: why run again what was already answered in this same state "
+                            "(it is recorded with the run)")
+        if grep:
+            _regex(grep)
+        config = sl.config()
+        try:
+            tgt = config.target(target)
+        except (ProbesError, SessionError) as exc:
+            raise ToolError(str(exc)) from None
+        asked = dict(params or {})
+        if trials is not None:
+            asked["trials"] = trials
+        probes = builtin_probes()
+        if script:
+            path = Path(script)
+            if not path.is_absolute():
+                path = sl.ws.root / path
+            if not path.is_file():
+                raise ToolError(f"script {script}: no such file")
+            chosen_probe = probe_from_file(path, default_id=f"script:{path.name}")
+        elif probe:
+            if probe not in probes:
+                raise ToolError(f"unknown probe {probe!r}; probes: {', '.join(probes)}")
+            chosen_probe = probes[probe]
+        else:
+            chosen_probe = None
+        if tgt.fleet is not None:
+            if chosen_probe is None:
+                raise ToolError(f"{tgt.name} is a fleet: give a probe (a shell command runs on one target)")
+            return await _fleet(sl, ctx, config, tgt, chosen_probe, asked, force, reason)
+        with sl.open(ctx) as inv:
+            if shell:
+                request = request_for_shell(shell)
+            else:
+                assert chosen_probe is not None
+                request = request_for_probe(inv, chosen_probe, tgt, config.params_for(chosen_probe.id, asked))
+            runner = sl.runner()
+            try:
+                report = await run_probe(inv, tgt, request, force=force, timeout=timeout, runner=runner,
+                                         reason=reason if force else None)
+            except CircularRetest as flag:
+                inv.decline_run(request.probe, request.params, tgt.name, flag.check)
+                earlier = flag.check.retest_of
+                answer: dict[str, Any] = {
+                    "refused": "circular-retest",
+                    "message": str(flag),
+                    "earlier_run": earlier.id if earlier is not None else None,
+                    "how_to_run_anyway": "change something first (a remedy, an upgrade, the code), or pass force=true "
+                                         "with a reason",
+                    "state": state_said(inv, tgt.name),
+                }
+                if earlier is not None:
+                    answer["earlier"] = run_answer(inv, earlier.id, budget=budget, grep=grep)
+                return answer
+            finally:
+                if runner is not None:
+                    await runner.close()
+            out = run_answer(inv, report.run, budget=budget, grep=grep, report=report)
+            out["state"] = state_said(inv, tgt.name)
+            if report.check.unknown:
+                out["state"]["before_run"] = f"unknown ({report.check.unknown}): nothing could be flagged"
+            if force and reason:
+                out["forced_because"] = reason.strip()
+            return out
+
+    @server.tool()
+    async def stacks(
+        target: str = "local",
+        job: str | None = None,
+        pid: str | None = None,
+        match: str | None = None,
+        samples: int | None = None,
+        force: bool = False,
+        reason: str | None = None,
+        ctx: Context = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Read every rank of a stopped or slow job (py-spy, the flight recorder): which rank is
+        the odd one, where each one is. `job` is a launcher or a process to read the job of,
+        `pid` a process id, `match` a pattern of the command line. The answer is probe_run's for
+        the stacks probe, with the reading (`verdict`, `sentences`, `odd_ranks`) on top."""
+        params: dict[str, Any] = {}
+        for key, value in (("job", job), ("pid", pid), ("match", match), ("samples", samples)):
+            if value not in (None, ""):
+                params[key] = value
+        answer = await probe_run(probe="stacks", target=target, params=params, force=force, reason=reason, ctx=ctx)
+        if "records" in answer:
+            result = next((r for r in answer["records"] if r.get("kind") == "result"), {})
+            answer["reading"] = {k: result.get(k) for k in ("verdict", "sentences", "odd_ranks", "healthy", "ranks",
+                                                            "missing", "stuck", "stragglers") if k in result}
+        return answer
+
+    @server.tool()
+    def run_output(
+        run: int,
+        start: int = 1,
+        count: int = PAGE_LINES,
+        grep: str | None = None,
+        stream: str | None = None,
+        ignore_case: bool = False,
+        ctx: Context = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """A run's stored output, every byte as the run wrote it, a page at a time: lines from
+        `start` (1-based), at most `count` (and 64000 bytes of text) — of one `stream`
+        ('stdout' or 'stderr') or both as they came; with `grep` (a regex) only the matching
+        lines from `start` on. Each page says how many lines there are, how many matched, and
+        `next_start` for the next page."""
+        if stream not in (None, *STREAMS):
+            raise ToolError(f"stream {stream!r}: use 'stdout', 'stderr' or leave it out for both")
+        if start < 1 or count < 1:
+            raise ToolError("start is a 1-based line number and count at least 1")
+        pattern = _regex(grep, ignore_case) if grep else None
+        with sl.open(ctx) as inv:
+            if run not in inv.state.runs:
+                raise ToolError(f"no run #{run}; runs: {', '.join(f'#{r}' for r in inv.state.runs) or 'none yet'}")
+            store = inv.store
+            summary = store.output_summary(run)
+            total = summary["lines"][stream] if stream else sum(summary["lines"].values())
+            lines: list[dict[str, Any]] = []
+            used = 0
+            matched = 0
+            next_start: int | None = None
+            n = start - 1
+            while n < total:
+                block = store.lines(run, n, 10_000, stream=stream)
+                if not block:
+                    break
+                for ln in block:
+                    n = ln.number + 1 if stream is None else n + 1
+                    text = ln.text.rstrip("\n")
+                    if pattern is not None and not pattern.search(text):
+                        continue
+                    matched += 1
+                    if next_start is not None:
+                        continue  # counting the matches past this page
+                    number = ln.number + 1 if stream is None else n
+                    if len(lines) >= count or used + len(text) > PAGE_BYTES and lines:
+                        next_start = number
+                        if pattern is None:
+                            break
+                        continue
+                    lines.append({"n": number, "stream": ln.stream, "text": text})
+                    used += len(text)
+                if pattern is None and next_start is not None:
+                    break
+            out: dict[str, Any] = {
+                "run": run, "lines_total": total, "stream": stream or "both",
+                "from": start, "lines": lines, "complete": summary["complete"],
+                "next_start": next_start,
+            }
+            if pattern is not None:
+                out["grep"] = grep
+                out["matched"] = matched
+            out["said"] = (f"lines {lines[0]['n']}–{lines[-1]['n']} of {total:,}" if lines else
+                           f"no line{' matched' if pattern is not None else ''} from {start} on (of {total:,})")
+            if next_start is not None:
+                out["said"] += f"; more from start={next_start}"
+            return out
+
+    # ------------------------------------------------------------ the investigation
+
+    @server.tool()
+    def status(target: str = "local", ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """The investigation in brief: its hypotheses and their status, the runs and flags, the
+        state of `target`, and the one suggested next step."""
+        config = sl.config()
+        with sl.open(ctx) as inv:
+            st = inv.state
+            probes = builtin_probes()
+            step = investigation_next_step(st, probes, target, config.params_for)
+            return {
+                "session": str(inv.path), "title": st.title, "events": st.last_seq, "runs": len(st.runs),
+                "symptoms": [{"id": s.id, "title": s.title} for s in st.symptoms.values()],
+                "hypotheses": [{"id": h, "status": st.status(h), **st.evidence_counts(h)} for h in st.hypotheses],
+                "flags": [{"flag": f.kind, "run": f.run, "message": f.message} for f in st.flags[-10:]],
+                "next_step": {"action": step.action, "said": step.text, "probe": step.probe, "remedy": step.remedy,
+                              "hypothesis": step.hypothesis, "params": step.params},
+                "probes": {p.id: p.title for p in probes.values()},
+                "targets": list(config.targets),
+                "state": state_said(inv, target),
+            }
+
+    @server.tool()
+    def hypotheses(ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Every hypothesis with its derived status, evidence counts, probes, remedies, the
+        known upstream issues matched, and its refinements nested."""
+        with sl.open(ctx) as inv:
+            return {"hypotheses": inv.hypotheses_json(), "as_of_event": inv.state.last_seq}
+
+    @server.tool()
+    def events(after: int = 0, limit: int = 100, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """The event log after event `after` (at most `limit`), each in words, with who wrote it
+        (ui, cli, mcp:<client>)."""
+        with sl.open(ctx) as inv:
+            from ..hypotheses import InvestigationState
+
+            st = InvestigationState()
+            out = []
+            for e in inv.store.events():
+                st.apply(e)
+                if e.seq > after and len(out) < max(1, min(limit, 1000)):
+                    out.append({"seq": e.seq, "ts": e.ts, "kind": e.kind, "by": e.author, "said": event_sentence(e, st)})
+            return {"events": out, "last_event": st.last_seq, "more": st.last_seq > (out[-1]["seq"] if out else after)}
+
+    @server.tool()
+    def note(text: str, about: str | None = None, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Add a note to the timeline; `about` a hypothesis id or a run (#N)."""
+        with sl.open(ctx) as inv:
+            inv.add_note(text, about)
+            return {"noted": text, "about": about, "event": inv.state.last_seq}
+
+    @server.tool()
+    def symptom_add(id: str, title: str | None = None, text: str | None = None,
+                    ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Record what was observed (a catalog id such as fx-trace-error fills in the text);
+        the catalog's hypotheses that explain it join the investigation."""
+        with sl.open(ctx) as inv:
+            before = set(inv.state.hypotheses)
+            inv.add_symptom(id, title or "", text or "")
+            return {"added": id, "hypotheses_joined": [h for h in inv.state.hypotheses if h not in before],
+                    "event": inv.state.last_seq}
+
+    @server.tool()
+    def hypothesis_add(
+        id: str, title: str | None = None, claim: str | None = None, explains: list[str] | None = None,
+        refines: list[str] | None = None, competes: list[str] | None = None, exposes: list[str] | None = None,
+        ctx: Context = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Add your own hypothesis, linked to the symptoms it explains and the hypotheses it
+        refines, competes with or exposes."""
+        links = [("refines", h) for h in refines or []] + [("competes", h) for h in competes or []]
+        links += [("exposes", h) for h in exposes or []]
+        with sl.open(ctx) as inv:
+            inv.add_hypothesis(id, title or id, claim or "", explains or [], links)
+            return {"added": id, "status": inv.state.status(id), "event": inv.state.last_seq}
+
+    @server.tool()
+    def link(src: str, kind: str, dst: str, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Link hypothesis `src` to `dst`: refines, competes or exposes another hypothesis, or
+        explains a symptom."""
+        with sl.open(ctx) as inv:
+            inv.link(src, kind, dst)
+            return {"linked": [src, kind, dst], "event": inv.state.last_seq}
+
+    @server.tool()
+    def baseline(run: int, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Mark a completed run as its target's baseline (env-fingerprint compares against it)."""
+        with sl.open(ctx) as inv:
+            inv.mark_baseline(run)
+            return {"baseline": run, "target": inv.state.runs[run].target, "event": inv.state.last_seq}
+
+    @server.tool()
+    async def known(target: str = "local", all: bool = False, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """The known upstream issues that apply to what `target` has now (its versions read
+        now), with what this session measured of each fix; `all` lists the whole catalog."""
+        from ..hypotheses.known import load_known
+        from ..sessions import measure_state
+        from .known_cli import known_rows
+
+        try:
+            entries = load_known([sl.ws.dir / "known"])
+        except (HypothesisError, SessionError) as exc:
+            raise ToolError(str(exc)) from None
+        if all:
+            return {"catalog": [e.to_dict() for e in entries.values()]}
+        tgt = _target(sl, target)
+        runner = sl.runner()
+        try:
+            measured = await measure_state(tgt, runner=runner)
+        finally:
+            if runner is not None:
+                await runner.close()
+        if measured.state is None:
+            raise ToolError(f"not reached: {measured.unknown}")
+        versions = (measured.state.get("env") or {}).get("distributions") or {}
+        return {"target": tgt.name, "distributions_read": len(versions),
+                "applies": known_rows(sl.ws, entries, tgt.name, versions)}
+
+    # ------------------------------------------------------------ remedies
+
+    @server.tool()
+    def remedy_preview(remedy: str, path: str | None = None, target: str = "local",
+                       ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """The diff a remedy (lock or precompile) would make to a file or a code tree (default:
+        the target's code tree), what it found, and whether it can apply as it stands."""
+        with sl.open(ctx) as inv:
+            plan, where = _plan(sl, inv, remedy, path, target)
+            return {**_plan_json(plan), "path": where, "applicable": not plan.blocked}
+
+    @server.tool()
+    def remedy_apply(remedy: str, path: str | None = None, target: str = "local", hypothesis: str | None = None,
+                     ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Apply a remedy (atomic, recorded, revertible to the exact original bytes); the next
+        probe_run of the check that showed the failure verifies it."""
+        from ..sessions import RemedyError, TreePlan, apply_remedy, apply_tree
+
+        with sl.open(ctx) as inv:
+            plan, where = _plan(sl, inv, remedy, path, target)
+            if plan.blocked:
+                raise ToolError(f"{remedy} not applied to {where}: " + "; ".join(plan.blocked))
+            tgt = _target(sl, target)
+            try:
+                app = (apply_tree(inv, plan, tgt, hypothesis) if isinstance(plan, TreePlan)
+                       else apply_remedy(inv, plan, tgt, hypothesis))
+            except RemedyError as exc:
+                raise ToolError(str(exc)) from None
+            return {"applied": app is not None, "application": app, "path": where, "diff": plan.diff,
+                    "said": (f"applied {remedy} (application #{app}); remedy_revert puts the original bytes back"
+                             if app is not None else f"{remedy} is already applied; nothing changed")}
+
+    @server.tool()
+    def remedy_revert(path: str | None = None, target: str = "local", ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Restore the exact original bytes of a remedied file or code tree (recorded)."""
+        from ..sessions import revert_remedy, revert_tree
+        from .remedy_cli import _is_tree, _where
+
+        tgt = _target(sl, target)
+        with sl.open(ctx) as inv:
+            where = _where(sl.ws, tgt, path)
+            app = revert_tree(inv, where, tgt) if _is_tree(tgt, where) else revert_remedy(inv, where, tgt)
+            files = len(inv.state.applications[app].files)
+            return {"reverted": app, "path": where, "files": files}
+
+    return server
+
+
+def _regex(pattern: str | None, ignore_case: bool = False) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern or "", re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise ToolError(f"grep {pattern!r}: not a regular expression ({exc})") from None
+
+
+def _target(sl: Sleuth, name: str):
+    try:
+        return sl.config().target(name)
+    except (ProbesError, SessionError) as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _plan(sl: Sleuth, inv: Investigation, remedy: str, path: str | None, target: str):
+    from ..probes.remedies import REMEDIES
+    from .remedy_cli import _plan as plan_of
+    from .remedy_cli import _where
+
+    if remedy not in REMEDIES:
+        raise ToolError(f"unknown remedy {remedy!r}; remedies: {', '.join(sorted(REMEDIES))}")
+    config = sl.config()
+    tgt = _target(sl, target)
+    where = _where(sl.ws, tgt, path)
+    return plan_of(inv, argparse.Namespace(name=remedy, shapes=None), tgt, where, config), where
+
+
+def _plan_json(plan: Any) -> dict[str, Any]:
+    from ..sessions import TreePlan
+
+    if isinstance(plan, TreePlan):
+        return {"remedy": plan.remedy, "files": [p.to_dict() for p in plan.plans], "skipped": plan.skipped,
+                "blocked": plan.blocked, "diff": plan.diff}
+    return plan.to_dict()
+
+
+async def _fleet(sl: Sleuth, ctx: Context | None, config: Any, fleet: Any, probe: Any, params: dict[str, Any],
+                 force: bool, reason: str | None) -> dict[str, Any]:
+    """One probe on every member of a fleet; the comparison, the odd ones named."""
+    with sl.open(ctx) as inv:
+        runner = sl.runner()
+        try:
+            report = await run_fleet(inv, config, fleet, probe, params, runner=runner, force=force)
+        finally:
+            if runner is not None:
+                await runner.close()
+        comparison = report.comparison
+        out: dict[str, Any] = {
+            "fleet": fleet.name, "members": [m.name for m in report.members],
+            "runs": {m: r.run for m, r in report.reports.items()},
+            "not_run_again": {m: {"earlier_run": r, "said": "the same state as then; its answer stands"}
+                              for m, r in report.reused.items()},
+            "headline": comparison.headline() if comparison else None,
+            "sentences": [s.sentence(len(comparison.runs)) for s in comparison.spreads] if comparison else [],
+            "answers": {m: run_answer(inv, r.run, budget=4_000) for m, r in report.reports.items()},
+        }
+        if report.hang is not None:
+            out["hang"] = report.hang
+        if force and reason:
+            out["forced_because"] = reason
+        return out
+
+
+# ---------------------------------------------------------------- serving
+
+
+class _BearerAuth:
+    """ASGI middleware: a request without ``Authorization: Bearer <token>`` gets 401 and
+    reaches nothing (compared in constant time; the token is never logged)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            given = headers.get(b"authorization", b"")
+            scheme, _, value = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": b"sleuth mcp: a bearer token is needed\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def token_for(workspace: Workspace, given: str | None = None) -> tuple[str, Path | None]:
+    """The HTTP server's bearer token: SLEUTH_MCP_TOKEN when set, else a new random one written
+    to ``.sleuth/mcp-token`` (mode 0600) for the client's config to read."""
+    token = given or os.environ.get("SLEUTH_MCP_TOKEN") or ""
+    if token:
+        return token, None
+    token = secrets.token_urlsafe(32)
+    workspace.dir.mkdir(parents=True, exist_ok=True)
+    path = workspace.dir / "mcp-token"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token, path
+
+
+async def serve_http(server: MCPServer, host: str, port: int, token: str) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp, loopback only, every request's token checked."""
+    import uvicorn
+
+    if host not in LOOPBACK:
+        raise UsageError(f"--host {host}: sleuth mcp serves loopback only (127.0.0.1 or ::1); reach it from "
+                         "elsewhere through an ssh tunnel")
+    app = _BearerAuth(server.streamable_http_app(host=host), token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
+    await uvicorn.Server(config).serve()
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """`sleuth mcp`: serve the current investigation to an MCP client."""
+    from ..sessions.store import set_author
+
+    ws = Workspace.find()
+    try:
+        load_config(ws.config_path)  # a broken sleuth.toml: exit 2 before the client connects
+        ws.resolve(args.session)  # no investigation: said now, not at the first call
+    except (ProbesError, SessionError) as exc:
+        raise UsageError(str(exc)) from None
+    set_author("mcp")  # each call names its client; this covers anything else the server writes
+    server = build_server(ws, session=args.session, no_agent=args.no_agent)
+    if not args.http:
+        asyncio.run(server.run_stdio_async())
+        return 0
+    token, path = token_for(ws)
+    where = f"the token is in {path} (mode 0600)" if path else "the token is SLEUTH_MCP_TOKEN's"
+    print(f"sleuth mcp: http://{args.host}:{args.port}/mcp (Authorization: Bearer <token>; {where})", file=sys.stderr)
+    asyncio.run(serve_http(server, args.host, args.port, token))
+    return 0
