@@ -435,8 +435,10 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
         with sl.open(ctx) as inv:
             before = set(inv.state.hypotheses)
             inv.add_symptom(id, title or "", text or "")
-            return {"added": id, "hypotheses_joined": [h for h in inv.state.hypotheses if h not in before],
-                    "event": inv.state.last_seq}
+            st = inv.state
+            return {"added": id, "title": st.symptoms[id].title,
+                    "explained_by": [h for h, hyp in st.hypotheses.items() if id in hyp.explains],
+                    "hypotheses_joined": [h for h in st.hypotheses if h not in before], "event": st.last_seq}
 
     @server.tool()
     def hypothesis_add(
@@ -534,7 +536,7 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
 
         tgt = _target(sl, target)
         with sl.open(ctx) as inv:
-            where = _where(sl.ws, tgt, path)
+            where = _rooted(sl, tgt, _where(sl.ws, tgt, path))
             app = revert_tree(inv, where, tgt) if _is_tree(tgt, where) else revert_remedy(inv, where, tgt)
             files = len(inv.state.applications[app].files)
             return {"reverted": app, "path": where, "files": files}
@@ -556,6 +558,14 @@ def _target(sl: Sleuth, name: str):
         raise ToolError(str(exc)) from None
 
 
+def _rooted(sl: Sleuth, target: Any, path: str) -> str:
+    """A relative local path is the project's (the server may have been started elsewhere);
+    a remote one stays relative to the target's code tree."""
+    if target.is_local and not Path(path).is_absolute():
+        return str(sl.ws.root / path)
+    return path
+
+
 def _plan(sl: Sleuth, inv: Investigation, remedy: str, path: str | None, target: str):
     from ..probes.remedies import REMEDIES
     from .remedy_cli import _plan as plan_of
@@ -565,7 +575,7 @@ def _plan(sl: Sleuth, inv: Investigation, remedy: str, path: str | None, target:
         raise ToolError(f"unknown remedy {remedy!r}; remedies: {', '.join(sorted(REMEDIES))}")
     config = sl.config()
     tgt = _target(sl, target)
-    where = _where(sl.ws, tgt, path)
+    where = _rooted(sl, tgt, _where(sl.ws, tgt, path))
     return plan_of(inv, argparse.Namespace(name=remedy, shapes=None), tgt, where, config), where
 
 

@@ -1,0 +1,325 @@
+"""`sleuth mcp` driven by the MCP SDK's own client, as a coding agent drives it: in memory
+(the server object in this process) and over stdio (`sleuth mcp` as a subprocess, how agent
+clients start it), against the local target and the real sshd's jump → host → pct chain.
+
+The seed's two losses are replayed: a diagnostic printed after a 7,000-line config dump
+must come back in the bounded answer (and the whole dump through run_output), and a
+`python -c` with nested quotes must arrive byte for byte through ssh → jump → pct."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import Implementation
+from sleuth.app.mcp_server import build_server
+from sleuth.sessions import Investigation, Workspace
+from test_cli import SLEUTH, sleuth
+from ui_sessions import make_workspace
+
+AGENT = Implementation(name="pytest-agent", version="1.0")
+
+# The seed's first failure, as a script: HuggingFace-style config dump (7,000 lines), the
+# diagnostic the agent wanted, a second dump, then the crash on stderr.
+DUMP_SCRIPT = r'''
+import json, sys
+print("loading /dev/shm/Qwen3.6-27B")
+cfg = {f"layer_{i}": {"hidden_size": 5120, "intermediate_size": 25600, "rope_theta": 1e6, "name": f"blk{i}"}
+       for i in range(1166)}
+print("Qwen3Config " + json.dumps(cfg, indent=2))
+print("In flex_attention_forward - is_fx_tracing: True (thread drafter-2)")
+print("Qwen3VisionConfig " + json.dumps({f"v{i}": i for i in range(300)}, indent=2))
+sys.stdout.flush()
+print("Traceback (most recent call last):", file=sys.stderr)
+print('  File "/root/debug_fx.py", line 88, in <module>', file=sys.stderr)
+print("RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized function",
+      file=sys.stderr)
+sys.exit(1)
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    make_workspace(root)
+    sleuth(root, "new", "mcp hunt")
+    (root / "debug_fx.py").write_text(DUMP_SCRIPT)
+    return root
+
+
+def answer(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def error_of(result: Any) -> str:
+    assert result.is_error, f"expected a refusal, got {result.structured_content}"
+    return result.content[0].text
+
+
+def current(project: Path) -> Investigation:
+    return Investigation.replay(Workspace(project).resolve(None))
+
+
+async def test_the_seed_diagnostic_after_a_7000_line_dump_is_in_the_bounded_answer_and_the_whole_dump_in_run_output(project):
+    server = build_server(Workspace(project), no_agent=True)
+    async with Client(server, client_info=AGENT) as client:
+        cmd = f"cd {project} && {sys.executable} debug_fx.py"
+        data = answer(await client.call_tool("probe_run", {"shell": cmd, "budget": 6000}))
+        assert data["classification"] == "failed" and data["command"] == cmd
+        out = data["output"]
+        assert out["lines_total"] == 7305 and out["bytes"] <= out["budget_bytes"] == 6000
+        shown = {item["n"]: item["text"] for item in out["lines"] if "n" in item}
+        # the diagnostic between the two dumps, and the crash, each with its line number
+        assert shown[7000] == "In flex_attention_forward - is_fx_tracing: True (thread drafter-2)"
+        assert shown[7305].startswith("RuntimeError: Detected that you are using FX")
+        assert shown[7303] == "Traceback (most recent call last):"
+        # what was left out is said: how many lines, which dump, how to read it
+        assert out["left_out"] == 7305 - len(shown) and out["left_out"] > 7000
+        gaps = [item for item in out["lines"] if "omitted" in item]
+        assert sum(g["count"] for g in gaps) == out["left_out"]
+        assert any("6,998 lines of JSON/config: Qwen3Config {" in f for g in gaps for f in g.get("folds", []))
+        assert "run_output" in out["read_more"]
+        run = data["run_id"]
+
+        # the whole output, page by page, is every byte the script wrote
+        pages, start = [], 1
+        while start is not None:
+            page = answer(await client.call_tool("run_output", {"run": run, "start": start, "count": 3000}))
+            assert page["lines_total"] == 7305
+            pages += page["lines"]
+            start = page["next_start"]
+        assert [p["n"] for p in pages] == list(range(1, 7306))
+        stdout = "\n".join(p["text"] for p in pages if p["stream"] == "stdout") + "\n"
+        with current(project) as inv:
+            assert stdout.encode() == inv.store.output_bytes(run, "stdout")
+        assert sum(1 for p in pages if p["text"].startswith('  "layer_')) == 1166
+
+        # grep finds it, counted; one stream alone
+        found = answer(await client.call_tool("run_output", {"run": run, "grep": r"is_fx_tracing: (True|False)"}))
+        assert found["matched"] == 1 and found["lines"] == [
+            {"n": 7000, "stream": "stdout", "text": "In flex_attention_forward - is_fx_tracing: True (thread drafter-2)"}]
+        err = answer(await client.call_tool("run_output", {"run": run, "stream": "stderr"}))
+        assert [ln["n"] for ln in err["lines"]] == [1, 2, 3] and err["lines_total"] == 3
+        bad = error_of(await client.call_tool("run_output", {"run": run, "grep": "(unclosed"}))
+        assert "not a regular expression" in bad
+
+
+async def test_every_tool_through_the_sdk_client_in_memory(project):
+    server = build_server(Workspace(project), no_agent=True)
+    async with Client(server, client_info=AGENT) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert tools == {"probe_run", "run_output", "stacks", "status", "hypotheses", "events", "note", "symptom_add",
+                         "hypothesis_add", "link", "baseline", "known", "remedy_preview", "remedy_apply",
+                         "remedy_revert"}
+
+        status = answer(await client.call_tool("status", {}))
+        assert status["state"]["known"] is False and "unknown" in status["state"]["said"]
+        step = status["next_step"]
+        assert step["action"] == "run" and step["probe"] in status["probes"] and step["said"] == f"run {step['probe']}"
+
+        sym = answer(await client.call_tool("symptom_add", {"id": "fx-trace-error"}))
+        assert "compile-race" in sym["explained_by"] and "FX" in sym["title"]
+        answer(await client.call_tool("hypothesis_add", {"id": "cache-wiped", "title": "the compile cache was wiped",
+                                                         "explains": ["fx-trace-error"], "competes": ["compile-race"]}))
+        answer(await client.call_tool("link", {"src": "cache-wiped", "kind": "exposes", "dst": "compile-race"}))
+        bad_link = error_of(await client.call_tool("link", {"src": "cache-wiped", "kind": "fixes", "dst": "compile-race"}))
+        assert "unknown link kind" in bad_link
+        hyps = answer(await client.call_tool("hypotheses", {}))
+        mine = [h for h in hyps["hypotheses"] if h["id"] == "cache-wiped"][0]
+        assert mine["status"] == "open" and {"kind": "competes", "to": "compile-race"} in mine["links"]
+
+        # a probe, then the very same check in the same state: refused, naming the earlier run
+        first = answer(await client.call_tool("probe_run", {"probe": "env-fingerprint", "params": {"import_torch": False}}))
+        assert first["classification"] == "completed" and first["state"]["known"] is True
+        assert first["state"]["versions"]["python"].startswith("3.")
+        again = answer(await client.call_tool("probe_run", {"probe": "env-fingerprint", "params": {"import_torch": False}}))
+        assert again["refused"] == "circular-retest" and again["earlier_run"] == first["run_id"]
+        assert f"this repeats #{first['run_id']}" in again["message"]
+        assert again["earlier"]["run_id"] == first["run_id"] and again["earlier"]["classification"] == "completed"
+        assert "force=true with a reason" in again["how_to_run_anyway"]
+        # force without a reason is refused, and nothing is run
+        no_reason = error_of(await client.call_tool("probe_run", {"probe": "env-fingerprint", "force": True,
+                                                                  "params": {"import_torch": False}}))
+        assert "force needs a reason" in no_reason
+        forced = answer(await client.call_tool("probe_run", {"probe": "env-fingerprint", "force": True,
+                                                             "reason": "the driver was reloaded by hand",
+                                                             "params": {"import_torch": False}}))
+        assert forced["forced_because"] == "the driver was reloaded by hand"
+        assert any("run anyway: the driver was reloaded by hand" in f["message"] for f in forced["flags"])
+        with current(project) as inv:
+            runs = inv.state.runs
+            assert len(runs) == 2  # the refused ones never ran
+            assert any(f.kind == "circular-retest" and f.run is None for f in inv.state.flags)  # the declined one
+
+        answer(await client.call_tool("baseline", {"run": first["run_id"]}))
+        noted = answer(await client.call_tool("note", {"text": "fingerprint matches the 2.13 box", "about": "cache-wiped"}))
+        assert noted["event"] > 0
+        assert "neither" in error_of(await client.call_tool("note", {"text": "x", "about": "nothing-such"}))
+
+        known_all = answer(await client.call_tool("known", {"all": True}))
+        assert "pytorch#126024" in {e["id"] for e in known_all["catalog"]}
+        known_here = answer(await client.call_tool("known", {}))
+        assert known_here["target"] == "local" and known_here["distributions_read"] > 10
+
+        # remedies on the drafter's code: preview, apply, revert to the same bytes
+        def tree() -> str:  # the target's code tree (code.local = drafter), every file's bytes
+            return hashlib.sha256(b"".join(p.read_bytes() for p in sorted((project / "drafter").rglob("*.py")))).hexdigest()
+
+        before = tree()
+        preview = answer(await client.call_tool("remedy_preview", {"remedy": "lock"}))
+        assert preview["applicable"] and "+_SLEUTH_LOCK = " in preview["diff"] and "_sleuth_serialized(" in preview["diff"]
+        assert tree() == before  # a preview writes nothing
+        applied = answer(await client.call_tool("remedy_apply", {"remedy": "lock"}))
+        assert applied["applied"] and tree() != before
+        reverted = answer(await client.call_tool("remedy_revert", {}))
+        assert reverted["reverted"] == applied["application"] and tree() == before
+        assert "unknown remedy" in error_of(await client.call_tool("remedy_preview", {"remedy": "reboot"}))
+
+        status = answer(await client.call_tool("status", {}))
+        assert status["runs"] == 2 and status["next_step"]["action"] in ("run", "remedy")
+        assert status["state"]["known"] is True and status["state"]["key"]
+
+        evs = answer(await client.call_tool("events", {"after": 0, "limit": 1000}))
+        mine = [e for e in evs["events"] if e["by"] == "mcp:pytest-agent"]
+        kinds = {e["kind"] for e in mine}
+        assert {"symptom.added", "note.added", "run.started", "run.finished", "flag.raised", "remedy.applied"} <= kinds
+        assert any("the driver was reloaded by hand" in e["said"] for e in mine)
+        assert "unknown probe" in error_of(await client.call_tool("probe_run", {"probe": "no-such"}))
+        assert "exactly one of" in error_of(await client.call_tool("probe_run", {}))
+    # the postmortem says who did what
+    md = sleuth(project, "export", "--format", "markdown").stdout
+    assert "| mcp:pytest-agent |" in md and "note | mcp:pytest-agent |" not in md
+    assert any("fingerprint matches the 2.13 box" in row and "mcp:pytest-agent" in row for row in md.splitlines())
+
+
+async def test_stacks_reads_a_stopped_process_through_mcp(project, tmp_path):
+    import subprocess
+
+    # a process stopped from outside (SIGSTOP), as a hung rank looks to a reader
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
+    try:
+        server = build_server(Workspace(project), no_agent=True)
+        async with Client(server, client_info=AGENT) as client:
+            data = answer(await client.call_tool("stacks", {"pid": str(proc.pid), "samples": 2}))
+        assert data["classification"] == "completed", data["reason"]
+        assert data["reading"]["verdict"] and isinstance(data["reading"]["sentences"], list)
+        result = next(r for r in data["records"] if r["kind"] == "result")
+        assert result["processes"] >= 1
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_over_stdio_the_cli_subprocess_serves_and_names_the_client(project):
+    params = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project),
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    async with Client(params, client_info=Implementation(name="stdio-agent", version="0")) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert {"probe_run", "run_output", "status", "note"} <= tools
+        answer(await client.call_tool("note", {"text": "over stdio"}))
+        cmd = f"cd {project} && {sys.executable} debug_fx.py"
+        data = answer(await client.call_tool("probe_run", {"shell": cmd}))
+        shown = {item["n"]: item["text"] for item in data["output"]["lines"] if "n" in item}
+        assert "is_fx_tracing: True" in shown[7000]
+        assert data["output"]["bytes"] <= data["output"]["budget_bytes"]
+        page = answer(await client.call_tool("run_output", {"run": data["run_id"], "start": 7000, "count": 1}))
+        assert page["lines"][0]["text"].startswith("In flex_attention_forward") and page["next_start"] == 7001
+    with current(project) as inv:
+        notes = [n for n in inv.state.notes if n["text"] == "over stdio"]
+        assert notes and inv.state.author(notes[0]["seq"]) == "mcp:stdio-agent"
+
+
+def test_sleuth_mcp_with_a_broken_config_says_file_and_line_and_exits_2(project):
+    (project / "sleuth.toml").write_text("[targets.local\n")
+    proc = sleuth(project, "mcp", check=2)
+    assert "sleuth.toml:1" in proc.stderr
+
+
+NESTED = """import sys; print('torch' + " \\"quoted\\" " + 'it\\'s $HOME `id` ü', sys.argv[1:])"""
+
+
+async def test_nested_quotes_arrive_byte_for_byte_through_ssh_jump_and_pct(tmp_path, sshd):
+    root = tmp_path / "remote"
+    make_workspace(root, drafter=False)
+    (root / "sleuth.toml").write_text((root / "sleuth.toml").read_text() + "\n" + sshd.toml("ct200"))
+    sleuth(root, "new", "remote")
+    # the seed's second loss: python -c with quotes inside quotes, through ssh -> jump -> pct exec -> bash -c
+    cmd = f"{sshd.python} -c {shlex_quote(NESTED)} 'a b' \"c'd\""
+    server = build_server(Workspace(root), no_agent=True)
+    async with Client(server, client_info=AGENT) as client:
+        data = answer(await client.call_tool("probe_run", {"shell": cmd, "target": "ct200"}))
+    assert data["classification"] == "completed", data["reason"]
+    assert data["command"] == cmd
+    lines = [item["text"] for item in data["output"]["lines"] if "n" in item]
+    assert lines == ["torch \"quoted\" it's $HOME `id` ü ['a b', \"c'd\"]"]
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_process(project):
+    """The UI open on the session; `sleuth mcp` (another process) writes a note, runs a probe
+    and a slow command: they appear in the UI's tree and timeline without reopening it, and
+    the slow command's output streams while it runs."""
+    import asyncio
+
+    from sleuth.app.tui import SleuthApp
+    from textual.widgets import OptionList, Tree
+
+    app = SleuthApp.live(Workspace(project))
+    params = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project), env=dict(os.environ))
+
+    def timeline() -> str:
+        ol = app.screen.query_one("#timeline", OptionList)
+        return "\n".join(str(ol.get_option_at_index(i).prompt) for i in range(ol.option_count))
+
+    def tree_labels() -> list[str]:
+        out, stack = [], list(app.screen.query_one(Tree).root.children)
+        while stack:
+            node = stack.pop(0)
+            out.append(str(node.label))
+            stack[:0] = list(node.children)
+        return out
+
+    async def until(what, seconds: float = 6.0) -> None:  # within a second here; 6 s on a loaded machine
+        for _ in range(int(seconds * 10)):
+            if what():
+                return
+            await pilot.pause(0.1)
+        raise AssertionError("the UI did not show it")
+
+    async with app.run_test(size=(140, 48)) as pilot:
+        async with Client(params, client_info=Implementation(name="other-agent", version="0")) as client:
+            answer(await client.call_tool("note", {"text": "written by the agent"}))
+            await until(lambda: "written by the agent  · by mcp:other-agent" in timeline())
+            data = answer(await client.call_tool("probe_run", {"probe": "env-fingerprint",
+                                                               "params": {"import_torch": False}}))
+            run = data["run_id"]
+            await until(lambda: f"#{run} env-fingerprint" in timeline())
+            assert f"#{run} env-fingerprint" in timeline() and "by mcp:other-agent" in timeline()
+            app.screen.query_one(Tree).root.expand_all()
+            await until(lambda: any(f"#{run}" in label for label in tree_labels()))
+            # a slow command: its first line shows while it still runs
+            slow = asyncio.ensure_future(client.call_tool(
+                "probe_run", {"shell": "echo first-line-now; sleep 3; echo second-line-later"}))
+            await until(lambda: any("first-line-now" in line for line in app.screen.run_pane.view.visible_text()))
+            assert not slow.done()
+            assert not any("second-line-later" in line for line in app.screen.run_pane.view.visible_text())
+            done = answer(await slow)
+            await until(lambda: any("second-line-later" in line for line in app.screen.run_pane.view.visible_text()))
+            assert app.screen.shown_run == done["run_id"]
+
+
+def test_http_needs_the_token_and_binds_loopback_only(project):
+    proc = sleuth(project, "mcp", "--http", "--host", "0.0.0.0", check=2)
+    assert "loopback only" in proc.stderr
+
