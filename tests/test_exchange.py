@@ -122,6 +122,25 @@ def test_json_export_import_export_is_identical(hunt: Path, tmp_path: Path):
         assert again.store.lines(1, 0, 100) == lines  # the line index was rebuilt the same
 
 
+def test_who_wrote_each_event_survives_export_and_import(hunt: Path, tmp_path: Path):
+    authored = tmp_path / "authored.sleuth"
+    import shutil
+
+    shutil.copy(hunt, authored)
+    with Investigation.open(authored) as inv:
+        inv.store.author = "mcp:claude-code"
+        inv.add_note("seen by the agent")
+        first = dump_export(inv.export_json())
+    doc = json.loads(first)
+    assert doc["events"][-1]["author"] == "mcp:claude-code"
+    copy = tmp_path / "copy.sleuth"
+    import_session(doc, copy)
+    with Investigation.replay(copy) as again:
+        assert dump_export(again.export_json()) == first
+        note = [n for n in again.state.notes if n["text"] == "seen by the agent"][0]
+        assert again.state.author(note["seq"]) == "mcp:claude-code"
+
+
 def test_import_and_export_through_the_cli(hunt: Path, tmp_path: Path):
     ws = hunt.parent.parent
     sleuth(ws, "export", "--session", str(hunt), "-o", "hunt.json")

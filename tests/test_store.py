@@ -370,3 +370,46 @@ def test_credentials_in_an_index_url_never_reach_the_store(tmp_path):
             assert store.output_bytes(step, "stdout").decode() == data.decode().replace(url, shown)
     assert red.redact_text("see https://pypi.org/simple and git@github.com:x/y") == \
         "see https://pypi.org/simple and git@github.com:x/y"
+
+
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE events (seq INTEGER PRIMARY KEY, ts REAL NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TABLE chunks (run INTEGER NOT NULL, seq INTEGER NOT NULL, stream INTEGER NOT NULL, ts REAL NOT NULL,
+    line0 INTEGER NOT NULL, sline0 INTEGER NOT NULL, nlines INTEGER NOT NULL, starts_mid INTEGER NOT NULL,
+    data BLOB NOT NULL, PRIMARY KEY (run, seq));
+CREATE TABLE outputs (run INTEGER PRIMARY KEY, bytes INTEGER NOT NULL DEFAULT 0, stdout_lines INTEGER NOT NULL DEFAULT 0,
+    stderr_lines INTEGER NOT NULL DEFAULT 0, complete INTEGER NOT NULL DEFAULT 0);
+INSERT INTO meta VALUES ('format', 'sleuth-session'), ('schema', '1'), ('created', '0');
+INSERT INTO events (ts, kind, data) VALUES (1.0, 'investigation.created', '{"title":"old"}');
+"""
+
+
+def test_a_session_from_before_authors_reads_as_it_was_and_gains_them_when_written(tmp_path):
+    path = tmp_path / "old.sleuth"
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA_1)
+    conn.close()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    with Store.open(path, readonly=True) as ro:  # replay of an old file: read, never changed
+        assert [(e.kind, e.author) for e in ro.events()] == [("investigation.created", "")]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    with Store.open(path) as store:
+        store.author = "mcp:claude-code"
+        store.append("note.added", {"text": "hello"})
+        store.append("note.added", {"text": "by hand"}, author="cli")
+    with Store.open(path, readonly=True) as ro:
+        assert [e.author for e in ro.events()] == ["", "mcp:claude-code", "cli"]
+        assert ro.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] == "2"
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            sqlite3.connect(path).execute("UPDATE events SET author = 'x'")
+
+
+def test_an_author_is_one_printable_line_of_at_most_80_characters(tmp_path):
+    with Store.create(tmp_path / "s.sleuth") as store:
+        store.author = "mcp:evil\n\x1b[2Jname" + "x" * 200
+        event = store.append("note.added", {"text": "t"})
+    assert "\n" not in event.author and "\x1b" not in event.author and len(event.author) == 80
+    assert event.author.startswith("mcp:evil??[2Jname")

@@ -217,3 +217,30 @@ def test_after_a_refused_retest_the_next_runs_findings_are_its_own_and_the_chang
     assert third["state_changes"] == [] and third["drift"] == second["drift"]
     assert [f["text"] for f in third["findings"] if f["kind"] == "state"] == [
         f"gpu read before the run: the same state as #{second['run_id']}"]
+
+
+async def test_through_mcp_going_back_is_refused_with_the_first_answer_and_forcing_it_flags_the_oscillation(tmp_path, venvs):
+    """The same A → B → A by hand, driven by a coding agent through `sleuth mcp`: the return
+    is refused with run 1's answer in the refusal, and the forced run says it oscillates."""
+    from mcp import Client
+    from mcp.types import Implementation
+    from sleuth.app.mcp_server import build_server
+    from sleuth.sessions import Workspace
+
+    d = project(tmp_path, venvs["A"] / "bin" / "python")
+    args = {"probe": "env-fingerprint", "target": "gpu", "params": {"import_torch": False}}
+    async with Client(build_server(Workspace(d), no_agent=True), client_info=Implementation(name="agent", version="0")) as c:
+        first = (await c.call_tool("probe_run", args)).structured_content
+        point(d, venvs["B"] / "bin" / "python")
+        second = (await c.call_tool("probe_run", args)).structured_content
+        assert second["classification"] == "completed" and second["retest_of"] is None
+        point(d, venvs["A"] / "bin" / "python")
+        refused = (await c.call_tool("probe_run", args)).structured_content
+        assert refused["refused"] == "circular-retest" and refused["earlier_run"] == first["run_id"]
+        assert f"back to the state of #{first['run_id']}" in refused["message"]
+        assert refused["earlier"]["run_id"] == first["run_id"]
+        assert refused["state"]["known"] is True  # the state it was refused in: read just now
+        forced = (await c.call_tool("probe_run", {**args, "force": True, "reason": "checking the flip by hand"})).structured_content
+    oscillation = [f for f in forced["flags"] if f["flag"] == "oscillation"]
+    assert oscillation and "sleuth-demo-pkg" in oscillation[0]["message"]
+    assert forced["state_key"] == first["state_key"] and forced["forced_because"] == "checking the flip by hand"
