@@ -9,6 +9,7 @@ must come back in the bounded answer (and the whole dump through run_output), an
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -319,7 +320,46 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             assert app.screen.shown_run == done["run_id"]
 
 
-def test_http_needs_the_token_and_binds_loopback_only(project):
+def test_http_binds_loopback_only(project):
     proc = sleuth(project, "mcp", "--http", "--host", "0.0.0.0", check=2)
     assert "loopback only" in proc.stderr
+
+
+async def test_over_http_a_request_without_the_token_reaches_nothing(project):
+    import subprocess
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from sshd_harness import free_port
+
+    port = free_port()
+    token = "t0k-" + os.urandom(8).hex()
+    server = subprocess.Popen([SLEUTH, "mcp", "--http", "--port", str(port), "--no-agent"], cwd=project,
+                              env={**os.environ, "SLEUTH_MCP_TOKEN": token}, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        async with httpx2.AsyncClient() as plain:
+            for _ in range(100):
+                try:
+                    refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                    break
+                except httpx2.TransportError:
+                    import asyncio
+
+                    await asyncio.sleep(0.1)
+            assert refused.status_code == 401
+            wrong = await plain.post(url, json={}, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as authed:
+            async with Client(streamable_http_client(url, http_client=authed),
+                              client_info=Implementation(name="http-agent", version="0")) as client:
+                answer(await client.call_tool("note", {"text": "over http"}))
+        with current(project) as inv:
+            note = [n for n in inv.state.notes if n["text"] == "over http"][0]
+            assert inv.state.author(note["seq"]) == "mcp:http-agent"
+            assert token not in json.dumps([e.to_dict() for e in inv.store.events()])
+    finally:
+        server.terminate()
+        _out, err = server.communicate(timeout=10)
+    assert token not in err  # the token is never logged
 
