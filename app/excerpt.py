@@ -8,8 +8,10 @@ lines that matter instead, and says what it left out and how to read it:
 2. errors and tracebacks (app/outline.py's ``line_style``), with the two lines before each;
 3. the last lines of each stream (where a crash or a summary is): the last three, then the
    last ones outside a dump;
-4. the first lines outside a dump, then the other lines that are not part of a dump or a repeated warning
-   (outline.FoldDetector), latest first — a diagnostic between two dumps is one of them.
+4. rare lines: a line whose shape (its digits taken out) appears at most twice in the run —
+   a diagnostic among 166,000 lines of "step N loss X" is one;
+5. the first lines outside a dump, then the other lines that are not part of a dump or a
+   repeated warning (outline.FoldDetector), latest first — a diagnostic between two dumps.
 
 Dumps and repeats are never spent on: each is said as one fold ("7,000 lines of
 JSON/config: Qwen3Config {", lines 12–7011). A probe's record lines are left out (they come
@@ -32,6 +34,17 @@ from typing import Any
 
 from ..sessions import Store
 from .outline import Fold, FoldDetector, line_style, record_line
+
+_ERROR_HINTS = re.compile(r'rror|xception|Traceback|File "|FATAL|FAILED|Killed|fault|Interrupt|Exit|ailure|Timeout')
+_DIGITS = str.maketrans("0123456789", "##########")  # a line's shape: its digits taken out
+_KEEP_TEMPLATES = 50_000  # distinct line shapes counted (a log of unique lines stops counting there)
+_RARE = 2  # a shape seen at most this often is a line worth showing (the diagnostic among 166,000 log lines)
+
+
+def _is_error(text: str) -> bool:
+    """An error or a traceback line (outline.line_style's), a substring test first: a log of
+    a million lines costs one scan of each, not five regular expressions."""
+    return _ERROR_HINTS.search(text) is not None and line_style(text) in ("error", "traceback")
 
 __all__ = ["DEFAULT_BUDGET", "LINE_CAP", "MAX_BUDGET", "MIN_BUDGET", "excerpt"]
 
@@ -84,6 +97,8 @@ def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | No
     tails: dict[str, deque[_Line]] = {"stdout": deque(maxlen=TAIL), "stderr": deque(maxlen=TAIL)}
     head: list[_Line] = []
     plain: deque[_Line] = deque(maxlen=_KEEP_PLAIN)
+    shapes: dict[str, int] = {}
+    first_of: dict[str, _Line] = {}  # a shape's first line while it is still rare
     records = 0
     match_count = 0
     for start in range(0, total, _BLOCK):
@@ -100,12 +115,20 @@ def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | No
                 match_count += 1
                 if len(matches) < 2_000:
                     matches.append(line)
-            style = line_style(text)
-            if style in ("error", "traceback"):
+            if _is_error(text):
                 for prev in before:
                     context.setdefault(prev.n, prev)
                 (errors_first if len(errors_first) < _KEEP_ERRORS else errors_last).append(line)
             elif text.strip():
+                shape = text[:200].translate(_DIGITS)
+                seen = shapes.get(shape)
+                if seen is not None:
+                    shapes[shape] = seen + 1
+                    if seen + 1 > _RARE:
+                        first_of.pop(shape, None)
+                elif len(shapes) < _KEEP_TEMPLATES:
+                    shapes[shape] = 1
+                    first_of[shape] = line
                 if len(head) < HEAD:
                     head.append(line)
                 else:
@@ -122,7 +145,7 @@ def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | No
     chosen: dict[int, _Line] = {}
     taken: list[int] = []  # in the order chosen: the last is the first to give back
     used = 0
-    gap_allowance = 120  # the omission marker a shown line may open
+    gap_allowance = 40  # the omission marker a shown line may open (the last ones give back what is over)
 
     def take(lines: list[_Line], cap: int) -> bool:
         """Add *lines* in order while the budget and this tier's *cap* allow; False once full."""
@@ -152,6 +175,8 @@ def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | No
     for stream in ("stderr", "stdout"):  # its very last lines, then its last ones outside a dump
         last = list(reversed(tails[stream]))
         take(last[:LAST] + [ln for ln in last[LAST:] if folded(ln.n) is None], budget // 5)
+    rare = sorted((ln for ln in first_of.values() if folded(ln.n) is None), key=lambda ln: -ln.n)
+    take(rare, budget * 3 // 10)
     take([ln for ln in head if folded(ln.n) is None or ln.n == 0], budget)
     take([ln for ln in reversed(plain) if folded(ln.n) is None], budget)
     while True:
