@@ -46,7 +46,6 @@ __all__ = ["Store", "StoreError", "OutputLine", "SCHEMA_VERSION", "STREAMS", "au
 SCHEMA_VERSION = 2
 FORMAT = "sleuth-session"
 STREAMS = ("stdout", "stderr")
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -85,6 +84,8 @@ CREATE TABLE outputs (
 """
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_OPEN: dict[Path, int] = {}  # session files this process has a Store open on, and how many
 _AUTHOR = [""]  # this process's default author (set_author); a Store may carry its own
 
 
@@ -131,6 +132,8 @@ class Store:
         self._closed = False
         self._in_batch = False
         self.author: str | None = None  # None: the process's default (set_author)
+        self._key = path.resolve()
+        _OPEN[self._key] = _OPEN.get(self._key, 0) + 1
         self._has_author = True  # schema 1 read-only: the column is not there
 
     # ------------------------------------------------------------ opening
@@ -162,10 +165,16 @@ class Store:
         path = Path(path)
         if not path.is_file():
             raise StoreError(f"{path}: no such session file")
-        with path.open("rb") as fh:
-            head = fh.read(16)
-        if head != _SQLITE_MAGIC:
-            raise StoreError(f"{path}: not a sleuth session (not an SQLite database); the file was left as it is")
+        # Only SQLite opens the file while this process holds a connection to it: closing any
+        # other descriptor of it drops the POSIX locks those connections hold (the UI's, while
+        # a replay or the fold scan opens it again), and another process that closes its own
+        # connection then deletes the WAL under them — they would never see another event. So
+        # the magic is read only when no store of this process has the file open.
+        if not _OPEN.get(path.resolve()):
+            with path.open("rb") as fh:
+                head = fh.read(16)
+            if head != _SQLITE_MAGIC:
+                raise StoreError(f"{path}: not a sleuth session (not an SQLite database); the file was left as it is")
         # Check in read-only mode first, so a file we refuse is never written to.
         probe = _connect_ro(path)
         try:
@@ -197,6 +206,11 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        left = _OPEN.get(self._key, 1) - 1
+        if left > 0:
+            _OPEN[self._key] = left
+        else:
+            _OPEN.pop(self._key, None)
         if not self.readonly:
             self.checkpoint()
         self.conn.close()

@@ -291,12 +291,20 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             stack[:0] = list(node.children)
         return out
 
+    slow = None
+
     async def until(what, seconds: float = 6.0) -> None:  # within a second here; 6 s on a loaded machine
         for _ in range(int(seconds * 10)):
             if what():
                 return
             await pilot.pause(0.1)
-        raise AssertionError("the UI did not show it")
+        screen = app.screen
+        import sqlite3
+        fresh = sqlite3.connect(screen.inv.store.path).execute("SELECT max(seq) FROM events").fetchone()[0]
+        raise AssertionError(f"the UI did not show it: fresh {fresh} in_txn {screen.inv.store.conn.in_transaction} store at {screen.inv.store.last_seq()}, UI at "
+                             f"{screen.state.last_seq}, slow done {slow.result().content[0].text[:300] if slow and slow.done() else None}; shown #{screen.shown_run}, runs "
+                             f"{ {r: i.classification for r, i in screen.state.runs.items()} }, output "
+                             f"{screen.run_pane.view.visible_text()[:5]}"[:600])
 
     async with app.run_test(size=(140, 48)) as pilot:
         async with Client(params, client_info=Implementation(name="other-agent", version="0")) as client:
@@ -311,8 +319,9 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             await until(lambda: any(f"#{run}" in label for label in tree_labels()))
             # a slow command: its first line shows while it still runs
             slow = asyncio.ensure_future(client.call_tool(
-                "probe_run", {"shell": "echo first-line-now; sleep 3; echo second-line-later"}))
-            await until(lambda: any("first-line-now" in line for line in app.screen.run_pane.view.visible_text()))
+                "probe_run", {"shell": "echo first-line-now; sleep 6; echo second-line-later"}))
+            # (the server reads the target's state first: a fresh interpreter, slow on a loaded machine)
+            await until(lambda: any("first-line-now" in line for line in app.screen.run_pane.view.visible_text()), 20)
             assert not slow.done()
             assert not any("second-line-later" in line for line in app.screen.run_pane.view.visible_text())
             done = answer(await slow)

@@ -413,3 +413,43 @@ def test_an_author_is_one_printable_line_of_at_most_80_characters(tmp_path):
         event = store.append("note.added", {"text": "t"})
     assert "\n" not in event.author and "\x1b" not in event.author and len(event.author) == 80
     assert event.author.startswith("mcp:evil??[2Jname")
+
+
+def test_an_open_store_sees_another_process_s_events_while_this_process_opens_the_file_again(tmp_path):
+    """The UI holds the session open; its fold scan (a thread) opens and closes read-only stores
+    of the same file; an agent's `sleuth mcp` (another process) opens, appends and closes per
+    call. Reading the file's magic with a plain open()/close() in the UI's process used to
+    drop its POSIX locks, and the other process's close deleted the WAL under it: the UI saw
+    no event after that until reopened."""
+    import threading
+
+    path = tmp_path / "s.sleuth"
+    ui = Store.create(path)
+    ui.append("investigation.created", {"title": "t"})
+    stop = threading.Event()
+
+    def scan() -> None:
+        while not stop.is_set():
+            with Store.open(path, readonly=True) as ro:
+                ro.last_seq()
+            time.sleep(0.005)
+
+    scanner = threading.Thread(target=scan)
+    scanner.start()
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from sleuth.sessions import Store
+        for k in range(30):
+            s = Store.open({str(path)!r})
+            s.append("note.added", {{"text": str(k)}})
+            s.close()
+        """)])
+    try:
+        while writer.poll() is None:
+            ui.last_seq()
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        scanner.join()
+    assert writer.returncode == 0
+    assert ui.last_seq() == 31 and [e.data.get("text") for e in ui.events()][-1] == "29"
+    ui.close()
