@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="with --http: loopback only (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="with --http (default 8765)")
     p.add_argument("--no-agent", action="store_true", help="runs in sessions of their own, not the broker's resident agents")
+    p.add_argument("--project", metavar="DIR", help="the project (sleuth.toml, .sleuth/); default: found from here")
 
     p = add("export", "session_cli:cmd_export", "export the session: json (all of it), markdown (the postmortem), cast (one run)")
     p.add_argument(

@@ -674,7 +674,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """`sleuth mcp`: serve the current investigation to an MCP client."""
     from ..sessions.store import set_author
 
-    ws = Workspace.find()
+    if args.project is not None and not Path(args.project).is_dir():
+        raise UsageError(f"--project {args.project}: no such directory")
+    ws = Workspace.find(args.project or ".")
+    if args.project is not None:
+        os.chdir(ws.root)  # as if started there: relative paths of sleuth.toml and of probes are the project's
     try:
         load_config(ws.config_path)  # a broken sleuth.toml: exit 2 before the client connects
         ws.resolve(args.session)  # no investigation: said now, not at the first call

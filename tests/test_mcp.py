@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,7 @@ async def test_the_seed_diagnostic_after_a_7000_line_dump_is_in_the_bounded_answ
         assert "not a regular expression" in bad
 
 
+@pytest.mark.slow
 async def test_every_tool_through_the_sdk_client_in_memory(project):
     server = build_server(Workspace(project), no_agent=True)
     async with Client(server, client_info=AGENT) as client:
@@ -199,12 +201,16 @@ async def test_every_tool_through_the_sdk_client_in_memory(project):
     assert any("fingerprint matches the 2.13 box" in row and "mcp:pytest-agent" in row for row in md.splitlines())
 
 
+@pytest.mark.slow
 async def test_stacks_reads_a_stopped_process_through_mcp(project, tmp_path):
+    import signal
     import subprocess
 
     # a process stopped from outside (SIGSTOP), as a hung rank looks to a reader
     proc = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
     try:
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGSTOP)
         server = build_server(Workspace(project), no_agent=True)
         async with Client(server, client_info=AGENT) as client:
             data = answer(await client.call_tool("stacks", {"pid": str(proc.pid), "samples": 2}))
@@ -212,14 +218,17 @@ async def test_stacks_reads_a_stopped_process_through_mcp(project, tmp_path):
         assert data["reading"]["verdict"] and isinstance(data["reading"]["sentences"], list)
         result = next(r for r in data["records"] if r["kind"] == "result")
         assert result["processes"] >= 1
+        assert "stopped" in json.dumps(data["reading"]).lower() or result.get("stopped"), data["reading"]
     finally:
         proc.kill()
         proc.wait()
 
 
+@pytest.mark.slow
 async def test_over_stdio_the_cli_subprocess_serves_and_names_the_client(project):
-    params = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project),
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    # started elsewhere, as a client may start it, the project named (README's .mcp.json)
+    params = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent", "--project", str(project)],
+                                   cwd=str(project.parent), env={**os.environ, "PYTHONUNBUFFERED": "1"})
     async with Client(params, client_info=Implementation(name="stdio-agent", version="0")) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"probe_run", "run_output", "status", "note"} <= tools
@@ -267,6 +276,7 @@ def shlex_quote(text: str) -> str:
     return shlex.quote(text)
 
 
+@pytest.mark.slow
 async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_process(project):
     """The UI open on the session; `sleuth mcp` (another process) writes a note, runs a probe
     and a slow command: they appear in the UI's tree and timeline without reopening it, and
@@ -334,6 +344,7 @@ def test_http_binds_loopback_only(project):
     assert "loopback only" in proc.stderr
 
 
+@pytest.mark.slow
 async def test_over_http_a_request_without_the_token_reaches_nothing(project):
     import subprocess
 

@@ -219,6 +219,7 @@ def test_after_a_refused_retest_the_next_runs_findings_are_its_own_and_the_chang
         f"gpu read before the run: the same state as #{second['run_id']}"]
 
 
+@pytest.mark.slow
 async def test_through_mcp_going_back_is_refused_with_the_first_answer_and_forcing_it_flags_the_oscillation(tmp_path, venvs):
     """The same A → B → A by hand, driven by a coding agent through `sleuth mcp`: the return
     is refused with run 1's answer in the refusal, and the forced run says it oscillates."""
