@@ -112,9 +112,19 @@ async def test_the_seed_diagnostic_after_a_7000_line_dump_is_in_the_bounded_answ
         assert "not a regular expression" in bad
 
 
+SECRET = "hf_" + "Zq7" * 10
+
+
 @pytest.mark.slow
-async def test_every_tool_through_the_sdk_client_in_memory(project):
-    server = build_server(Workspace(project), no_agent=True)
+@pytest.mark.parametrize("transport", ["memory", "stdio"])
+async def test_every_tool_through_the_sdk_client(project, transport, monkeypatch):
+    """Every tool, through the SDK's client: in this process, and over stdio to `sleuth mcp`."""
+    monkeypatch.setenv("HF_TOKEN", SECRET)  # a secret in the server's environment: never in an answer
+    if transport == "memory":
+        server: Any = build_server(Workspace(project), no_agent=True)
+    else:
+        server = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project),
+                                       env=dict(os.environ))
     async with Client(server, client_info=AGENT) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert tools == {"probe_run", "run_output", "stacks", "status", "hypotheses", "events", "note", "symptom_add",
@@ -195,6 +205,15 @@ async def test_every_tool_through_the_sdk_client_in_memory(project):
         assert any("the driver was reloaded by hand" in e["said"] for e in mine)
         assert "unknown probe" in error_of(await client.call_tool("probe_run", {"probe": "no-such"}))
         assert "exactly one of" in error_of(await client.call_tool("probe_run", {}))
+        # the secret the command prints is redacted on its way into the store: no answer has it
+        leak = answer(await client.call_tool("probe_run", {"shell": "echo token=$HF_TOKEN"}))
+        page = answer(await client.call_tool("run_output", {"run": leak["run_id"]}))
+        assert page["lines"][0]["text"] == "token=<redacted:HF_TOKEN>"
+        assert SECRET not in json.dumps(leak) + json.dumps(page)
+        # the CLI in another terminal, beside the agent: its events say so
+        sleuth(project, "note", "by hand in a terminal")
+        evs = answer(await client.call_tool("events", {"after": evs["last_event"]}))
+        assert [(e["kind"], e["by"]) for e in evs["events"] if e["kind"] == "note.added"] == [("note.added", "cli")]
     # the postmortem says who did what
     md = sleuth(project, "export", "--format", "markdown").stdout
     assert "| mcp:pytest-agent |" in md and "note | mcp:pytest-agent |" not in md
@@ -337,6 +356,10 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             done = answer(await slow)
             await until(lambda: any("second-line-later" in line for line in app.screen.run_pane.view.visible_text()))
             assert app.screen.shown_run == done["run_id"]
+        app.inv.add_note("typed in the UI")  # what the UI writes says the UI wrote it
+    with current(project) as inv:
+        by = {n["text"]: inv.state.author(n["seq"]) for n in inv.state.notes}
+    assert by["typed in the UI"] == "ui" and by["written by the agent"] == "mcp:other-agent"
 
 
 def test_http_binds_loopback_only(project):
