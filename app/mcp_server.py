@@ -254,9 +254,18 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                 assert chosen_probe is not None
                 request = request_for_probe(inv, chosen_probe, tgt, config.params_for(chosen_probe.id, asked))
             runner = sl.runner()
+            seen = {"lines": 0, "run": None}
+
+            def counted(_stream: str, data: bytes) -> None:
+                seen["lines"] += data.count(b"\n")
+
+            def started(run: int) -> None:
+                seen["run"] = run
+
+            progress = asyncio.ensure_future(_progress(ctx, seen))
             try:
                 report = await run_probe(inv, tgt, request, force=force, timeout=timeout, runner=runner,
-                                         reason=reason if force else None)
+                                         reason=reason if force else None, on_output=counted, on_start=started)
             except CircularRetest as flag:
                 inv.decline_run(request.probe, request.params, tgt.name, flag.check)
                 earlier = flag.check.retest_of
@@ -272,6 +281,7 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                     answer["earlier"] = run_answer(inv, earlier.id, budget=budget, grep=grep)
                 return answer
             finally:
+                progress.cancel()
                 if runner is not None:
                     await runner.close()
             out = run_answer(inv, report.run, budget=budget, grep=grep, report=report)
@@ -542,6 +552,26 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
             return {"reverted": app, "path": where, "files": files}
 
     return server
+
+
+PROGRESS_S = 5.0
+
+
+async def _progress(ctx: Context | None, seen: dict[str, Any]) -> None:
+    """While a run goes: a progress notification every few seconds ("run #7: 1,204 lines so
+    far"), so a client that keeps a long call alive on progress does, and its user sees it move."""
+    if ctx is None:
+        return
+    ticks = 0
+    while True:
+        await asyncio.sleep(PROGRESS_S)
+        ticks += 1
+        run = f"run #{seen['run']}" if seen["run"] else "reading the target's state"
+        try:
+            n = seen["lines"]
+            await ctx.report_progress(ticks, None, f"{run}: {n:,} line{'s' * (n != 1)} so far")
+        except Exception:  # a client that takes no progress: the run goes on regardless
+            return
 
 
 def _regex(pattern: str | None, ignore_case: bool = False) -> re.Pattern[str]:

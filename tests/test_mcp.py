@@ -347,13 +347,21 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             app.screen.query_one(Tree).root.expand_all()
             await until(lambda: any(f"#{run}" in label for label in tree_labels()))
             # a slow command: its first line shows while it still runs
+            progress: list[str] = []
+
+            async def on_progress(_done: float, _total: float | None, message: str | None) -> None:
+                progress.append(message or "")
+
             slow = asyncio.ensure_future(client.call_tool(
-                "probe_run", {"shell": "echo first-line-now; sleep 6; echo second-line-later"}))
+                "probe_run", {"shell": "echo first-line-now; sleep 6; echo second-line-later"},
+                progress_callback=on_progress))
             # (the server reads the target's state first: a fresh interpreter, slow on a loaded machine)
             await until(lambda: any("first-line-now" in line for line in app.screen.run_pane.view.visible_text()), 20)
             assert not slow.done()
             assert not any("second-line-later" in line for line in app.screen.run_pane.view.visible_text())
             done = answer(await slow)
+            # the long call said it was alive while it ran, in words
+            assert any(f"run #{done['run_id']}: 1 line so far" in m for m in progress), progress
             await until(lambda: any("second-line-later" in line for line in app.screen.run_pane.view.visible_text()))
             assert app.screen.shown_run == done["run_id"]
         app.inv.add_note("typed in the UI")  # what the UI writes says the UI wrote it
