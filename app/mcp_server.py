@@ -371,8 +371,13 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                     used += len(text)
                 if pattern is None and next_start is not None:
                     break
+            info = inv.state.runs[run]
             out: dict[str, Any] = {
                 "run": run, "lines_total": total, "stream": stream or "both",
+                "state": {"target": info.target, "run_state_key": info.state_key,
+                          "said": f"as run #{run} wrote it on {info.target}"
+                                  + (f", in state {info.state_key}" if info.state_key else
+                                     " (a command that reports no state of its own)")},
                 "from": start, "lines": lines, "complete": summary["complete"],
                 "next_start": next_start,
             }
