@@ -414,3 +414,22 @@ async def test_over_http_a_request_without_the_token_reaches_nothing(project):
         _out, err = server.communicate(timeout=10)
     assert token not in err  # the token is never logged
 
+
+
+@pytest.mark.slow
+async def test_a_fleet_through_mcp_compares_its_members_and_reruns_none_in_the_same_state(tmp_path):
+    root = tmp_path / "fleet"
+    root.mkdir()
+    (root / "sleuth.toml").write_text(
+        f'[targets.a]\npython = "{sys.executable}"\n[targets.b]\npython = "{sys.executable}"\n'
+        '[targets.nodes]\nmembers = ["a", "b"]\n')
+    sleuth(root, "new", "fleet")
+    args = {"probe": "env-fingerprint", "target": "nodes", "params": {"import_torch": False}}
+    async with Client(build_server(Workspace(root), no_agent=True), client_info=AGENT) as client:
+        first = answer(await client.call_tool("probe_run", args))
+        assert first["members"] == ["a", "b"] and set(first["runs"]) == {"a", "b"}
+        assert "agree" in first["headline"] or "same" in first["headline"], first["headline"]
+        assert all(a["classification"] == "completed" for a in first["answers"].values())
+        again = answer(await client.call_tool("probe_run", args))
+        assert set(again["not_run_again"]) == {"a", "b"} and not again["runs"]
+        assert "shell" in error_of(await client.call_tool("probe_run", {"shell": "true", "target": "nodes"}))
