@@ -360,6 +360,9 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             assert not slow.done()
             assert not any("second-line-later" in line for line in app.screen.run_pane.view.visible_text())
             done = answer(await slow)
+            # a run another writer finished is said, with who ran it
+            await until(lambda: any(f"#{done['run_id']} shell by mcp:other-agent: completed" in str(n.message)
+                                    for n in app._notifications))
             # the long call said it was alive while it ran, in words
             assert any(f"run #{done['run_id']}: 1 line so far" in m for m in progress), progress
             await until(lambda: any("second-line-later" in line for line in app.screen.run_pane.view.visible_text()))

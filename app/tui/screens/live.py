@@ -127,9 +127,17 @@ class InvestigationScreen(RemedyActions):
         `sleuth mcp`): fold them and show them; a run it started is shown when the newest run
         was (the user was not reading an older one)."""
         newest = max(self.state.runs, default=None)
+        running = {r for r, info in self.state.runs.items() if info.classification is None}
         if not self.inv.follow():
             return
         latest = max(self.state.runs, default=None)
+        st = self.state
+        for run in sorted(running | {r for r in st.runs if newest is None or r > newest}):
+            info = st.runs[run]
+            who = st.author(info.started_seq)
+            if info.classification is not None and run != self.live_run and who and who != "ui":
+                verdicts = ", ".join(str(e) for e in st.verdict_per_hypothesis(run))
+                self.notify(f"#{run} {info.probe} by {who}: {info.classification}" + (f" — {verdicts}" if verdicts else ""))
         self.refresh_all()
         if latest != newest and self.live_run is None and self.shown_run in (None, newest):
             self.show_output(latest)
