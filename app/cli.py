@@ -213,6 +213,7 @@ def _probe_commands(sub: Any, add: Any) -> None:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="probe parameter (JSON value or text)")
     p.add_argument("--timeout", type=float, help="seconds before the run is killed")
     p.add_argument("--force", action="store_true", help="run even if it is a circular retest")
+    p.add_argument("--reason", metavar="WHY", help="with --force: why it is run again (kept with the run and its flag)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="do not echo the output live")
 

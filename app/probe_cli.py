@@ -103,6 +103,8 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
     target = config.target(args.target)
     probe = _probe(args)
     params = config.params_for(probe.id if probe else "", _params(args.param))
+    if args.reason is not None and not args.force:
+        raise UsageError("--reason goes with --force: it says why a check already answered in this state is run again")
     if args.hook and not args.shell:
         raise UsageError("--hook goes with --shell: it is how a command you start through sleuth gets the stack-dump hook")
     if target.fleet is not None:
@@ -123,7 +125,7 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
         async def go(force: bool, check=None):
             try:
                 return await run_probe(inv, target, request, force=force, timeout=args.timeout, on_output=echo,
-                                       runner=agents, check=check)
+                                       runner=agents, check=check, reason=args.reason if force else None)
             finally:
                 if agents is not None:
                     await agents.close()

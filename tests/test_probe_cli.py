@@ -68,13 +68,18 @@ def test_probe_run_json_records_the_run_with_evidence(project):
     # the same check again, nothing changed: refused without --force, exit 3, recorded
     again = sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json", check=False)
     assert again.returncode == 3 and f"repeats #{data['run_id']}" in again.stderr
-    forced = json.loads(sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json", "--force").stdout)
+    forced = json.loads(sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200", "--json", "--force",
+                               "--reason", "the cache folder was remounted").stdout)
     assert forced["retest_of"] == data["run_id"]
     flags = [
         e for e in json.loads(sleuth(project, "events", "--json").stdout)
         if e["kind"] == "flag.raised" and e["data"]["flag"] == "circular-retest"
     ]
     assert [f["data"].get("declined", False) for f in flags] == [True, False]
+    assert flags[1]["data"]["forced_because"] == "the cache folder was remounted" and flags[1]["author"] == "cli"
+    assert "run anyway: the cache folder was remounted" in sleuth(project, "export", "--format", "markdown").stdout
+    assert "--reason goes with --force" in sleuth(project, "probe", "run", "cache-inventory", "--target", "ct200",
+                                                  "--reason", "x", check=2).stderr
 
 
 def test_probe_run_script_and_params(project, tmp_path):
