@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hmac
+import json
 import os
 import re
 import secrets
@@ -178,8 +179,40 @@ def run_answer(inv: Investigation, run: int, *, budget: int = DEFAULT_BUDGET, gr
                      for f in st.flags if f.run == run]
     data["verified"] = list(st.verified_by(run))
     data["by"] = st.author(info.started_seq)
+    data["records"], left = bounded_records(data.get("records") or [], run)
+    if left:
+        data["records_left_out"] = left
     data["output"] = excerpt(inv.store, run, budget, grep)
     return data
+
+
+RECORDS_BUDGET = 48_000  # bytes of the records' JSON an answer carries whole
+FIELD_CAP = 2_000  # past the budget: a record keeps its fields up to this size each
+
+
+def bounded_records(records: list[dict[str, Any]], run: int) -> tuple[list[dict[str, Any]], str | None]:
+    """The run's records, whole when they fit :data:`RECORDS_BUDGET`; else each record keeps
+    its small fields (the verdict, the sentences, the counts) and names the ones left out —
+    a stacks reading of 64 ranks is hundreds of KB of frames. Never silently: the words say
+    which fields of which record went, and where they are whole."""
+    size = len(json.dumps(records, default=str))
+    if size <= RECORDS_BUDGET:
+        return records, None
+    out, dropped = [], []
+    for rec in records:
+        kept: dict[str, Any] = {}
+        gone = []
+        for key, value in rec.items():
+            if len(json.dumps(value, default=str)) <= FIELD_CAP or key == "kind":
+                kept[key] = value
+            else:
+                gone.append(key)
+        if gone:
+            kept["left_out"] = gone
+            dropped.append(f"{rec.get('kind', 'record')}: {', '.join(gone)}")
+        out.append(kept)
+    return out, (f"the records are {size:,} bytes of JSON: left out of this answer — {'; '.join(dropped)}; "
+                 f"every record is whole in the stored output: run_output(run={run}, grep='^@@sleuth:')")
 
 
 def build_server(workspace: Workspace | None = None, *, session: str | None = None, no_agent: bool = False) -> MCPServer:

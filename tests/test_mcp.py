@@ -436,3 +436,18 @@ async def test_a_fleet_through_mcp_compares_its_members_and_reruns_none_in_the_s
         again = answer(await client.call_tool("probe_run", args))
         assert set(again["not_run_again"]) == {"a", "b"} and not again["runs"]
         assert "shell" in error_of(await client.call_tool("probe_run", {"shell": "true", "target": "nodes"}))
+
+
+def test_records_too_big_for_an_answer_keep_their_small_fields_and_say_what_went():
+    from sleuth.app.mcp_server import RECORDS_BUDGET, bounded_records
+
+    small = [{"kind": "result", "verdict": "rank 2 is stuck", "ranks": 64}]
+    assert bounded_records(small, 4) == (small, None)
+    frames = [{"rank": r, "stack": ["frame"] * 200} for r in range(64)]
+    big = [{"kind": "result", "verdict": "rank 2 is stuck", "sentences": ["rank 2 waits in allreduce"],
+            "per_rank": frames}, {"kind": "done", "ok": True}]
+    kept, said = bounded_records(big, 4)
+    assert len(json.dumps(kept)) < RECORDS_BUDGET
+    assert kept[0]["verdict"] == "rank 2 is stuck" and kept[0]["sentences"] == ["rank 2 waits in allreduce"]
+    assert kept[0]["left_out"] == ["per_rank"] and "per_rank" not in kept[0] and kept[1] == {"kind": "done", "ok": True}
+    assert said is not None and "result: per_rank" in said and "run_output(run=4, grep='^@@sleuth:')" in said
