@@ -113,10 +113,6 @@ class Investigation(RunJudging):
         self.state.apply(event)
         return event
 
-    def _catch_up(self) -> None:
-        """Fold events another process appended since we last looked."""
-        self.follow()
-
     def follow(self) -> int:
         """Fold the events another process appended since we last looked (the CLI in another
         terminal, an agent through `sleuth mcp`); how many there were."""
@@ -303,7 +299,7 @@ class Investigation(RunJudging):
     ) -> PreRunCheck:
         """See :meth:`InvestigationState.check_before_run`: measured when *state* (or
         *unknown*) is given, predicted otherwise."""
-        self._catch_up()
+        self.follow()
         return self.state.check_before_run(probe, params, target, state=state, definition=definition, unknown=unknown,
                                            stochastic=stochastic)
 
