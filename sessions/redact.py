@@ -17,10 +17,19 @@ from typing import Any
 
 __all__ = ["Redactor", "contains", "is_secret_name", "SECRET_NAME"]
 
+# A secret's name holds a credential word as a word of its own (HF_TOKEN, hfToken, DB_PASSWORD,
+# AWS_SECRET_ACCESS_KEY, oauth) or at a word's end (GITHUBTOKEN): never inside another word, so
+# the package "tokenizers", TOKENIZERS_PARALLELISM or "author" are not secrets (issue 42: the
+# package's version stored as <redacted> read as version drift on every state read).
 SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|SESSION_?KEY|COOKIE)",
-    re.IGNORECASE,
+    r"(?:^|[^a-z0-9])[a-z0-9]*(?:token|secret|secrets|password|passwd|passphrase|apikey|api_key|api-key|accesskey|"
+    r"access_key|access-key|privatekey|private_key|private-key|credential|credentials|auth|authorization|"
+    r"sessionkey|session_key|cookie|cookies)(?:$|[^a-z0-9])"
 )
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Mappings whose keys are names of things, not of settings: a distribution named "google-auth"
+# is a package, its version no secret (values are still redacted by value and shape).
+_NAMED_MAPS = frozenset({"distributions"})
 # Each shape is a literal start and what must follow it. The alternation of them all is the
 # definition (leftmost match first, as re.sub finds it); one regex per start is how it runs:
 # a regex with a literal start skips to it fast, where the alternation tries every position
@@ -99,10 +108,10 @@ def _replace_shapes(data: bytes, present: list[re.Pattern[bytes]]) -> bytes:
     return b"".join(out)
 
 
-@functools.lru_cache(maxsize=4096)
 @functools.lru_cache(maxsize=4096)  # the same keys come back in every event (state, records)
 def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    """A credential's name: HF_TOKEN, hfToken, WANDB_API_KEY, x-auth-token — not tokenizers."""
+    return bool(SECRET_NAME.search(_CAMEL.sub("_", name).lower()))
 
 
 _CONTAINERS = (dict, list, tuple)
@@ -162,6 +171,8 @@ class Redactor:
             for k, v in obj.items():
                 if type(v) is str:
                     out[k] = "<redacted>" if type(k) is str and is_secret_name(k) else v
+                elif k in _NAMED_MAPS and isinstance(v, dict):
+                    out[k] = {name: (self.redact_keys(x) if isinstance(x, _CONTAINERS) else x) for name, x in v.items()}
                 else:
                     out[k] = self.redact_keys(v) if isinstance(v, _CONTAINERS) else v
             return out

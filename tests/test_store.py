@@ -453,3 +453,25 @@ def test_an_open_store_sees_another_process_s_events_while_this_process_opens_th
     assert writer.returncode == 0
     assert ui.last_seq() == 31 and [e.data.get("text") for e in ui.events()][-1] == "29"
     ui.close()
+
+
+def test_package_names_are_not_secret_names_and_secrets_still_are(tmp_path):
+    """Issue 42: the filter matched TOKEN inside ``tokenizers``: its version was stored as
+    <redacted> and every state read said "changed outside sleuth: tokenizers <redacted> →
+    0.23.3". A credential word counts only as a word of the name; a distribution is a package
+    whatever its name (google-auth); a secret's value is still replaced wherever it shows."""
+    for name in ("tokenizers", "TOKENIZERS_PARALLELISM", "max_tokens", "author"):
+        assert not is_secret_name(name), name
+    for name in ("HF_TOKEN", "hfToken", "GITHUBTOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
+                 "oauth_token", "Authorization", "SESSION_KEY", "private_key"):
+        assert is_secret_name(name), name
+    token = "hf_" + "Z9y8X7w6V5" * 4
+    red = Redactor({"HF_TOKEN": token})
+    with Store.create(tmp_path / "s.sleuth", red) as store:
+        store.append("state.read", {"env": {"distributions": {"tokenizers": "0.23.3", "google-auth": "2.40.0",
+                                                               "evil": token},
+                                            "HF_TOKEN": "x" * 8, "TOKENIZERS_PARALLELISM": "false"}})
+    with Store.open(tmp_path / "s.sleuth", readonly=True) as store:
+        env = next(store.events()).data["env"]
+    assert env["distributions"] == {"tokenizers": "0.23.3", "google-auth": "2.40.0", "evil": "<redacted:HF_TOKEN>"}
+    assert env["HF_TOKEN"] == "<redacted>" and env["TOKENIZERS_PARALLELISM"] == "false"

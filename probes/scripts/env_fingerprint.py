@@ -35,7 +35,11 @@ except ImportError:  # pragma: no cover
     metadata = None
 
 VARS = re.compile(r"^(CUDA_|TORCH|PYTORCH_|NCCL_|TRITON_|CUBLAS|CUDNN|LD_LIBRARY_PATH$|OMP_NUM_THREADS$)")
-SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.I)
+# a credential word as a word of the name (HF_TOKEN, WANDB_API_KEY), never inside one
+# (TOKENIZERS_PARALLELISM is no secret): sessions/redact.py's rule, said again at the far end
+SECRET = re.compile(
+    r"(?:^|[^A-Z0-9])[A-Z0-9]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|"
+    r"CREDENTIALS?|AUTH|AUTHORIZATION|COOKIE)(?:$|[^A-Z0-9])", re.I)
 
 
 def version(name):

@@ -25,7 +25,11 @@ import re
 import socket
 import sys
 
-SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.I)
+# a credential word as a word of the name (HF_TOKEN, WANDB_API_KEY), never inside one
+# (TOKENIZERS_PARALLELISM is no secret): sessions/redact.py's rule, said again at the far end
+SECRET = re.compile(
+    r"(?:^|[^A-Z0-9])[A-Z0-9]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|"
+    r"CREDENTIALS?|AUTH|AUTHORIZATION|COOKIE)(?:$|[^A-Z0-9])", re.I)
 
 
 def container_hint():
