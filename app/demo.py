@@ -37,11 +37,14 @@ CONFIG = """\
 [targets.local]
 code = { local = "drafter" }
 
-# The reproduction: the drafter's own entry point, short, one cold-cache trial.
+# The reproduction: the drafter's own entry point, short, one cold-cache trial; its own
+# flags make the single-thread control, and it races by FX tracing (its default).
 [probes.compile-race]
 entry = "drafter/train.py"
 trials = 1
 args = ["--steps", "6"]
+control_args = ["--threads", "1"]
+race = "fx-trace"
 """
 
 

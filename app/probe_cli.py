@@ -287,7 +287,7 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
     else:
         print(f"\n#{data['run_id']} {data['probe']} on {data['target']}: {data['classification']} — {data['reason']}")
         for ev in data["evidence"]:
-            print(f"  {ev['verdict']} {ev['hypothesis']}")
+            print(f"  {ev['verdict']} {ev['hypothesis']}" + (f": {ev['why']}" if ev.get("why") else ""))
         for found in data["findings"]:
             print(f"  ⓚ {found['text']}" if found["kind"] == "known" else f"  ⚑ {found['kind']}: {found['text']}")
         if report.check.unknown:

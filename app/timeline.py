@@ -156,8 +156,8 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, Any]]:
                         "text": str(rec["text"]) + (f" — fix: {rec['fix']}" if rec.get("fix") else "")})
     if isinstance(run.result.get("sentences"), list) and run.result.get("verdict"):  # the stacks' reading
         out += [{"kind": "hang", "text": str(said)} for said in run.result["sentences"]]
-    if run.probe == "compile-cache" and run.result.get("said"):  # inductor's counters, in words
-        out.append({"kind": "compile-cache", "text": str(run.result["said"])})
+    if run.result.get("said"):  # the probe's reading in words (compile-cache's counters, the race experiment)
+        out.append({"kind": run.probe, "text": str(run.result["said"])})
     known = st.known_for_run(run_id)
     out += [{"kind": "known", "text": describe_match(m)} for m in known["matches"]]
     out += [{"kind": "known", "text": describe_left(m)} for m in known["left"]]

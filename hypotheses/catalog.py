@@ -63,6 +63,7 @@ class ProbeTest:
     refutes: Rule | None = None
     counts_failed: bool = False
     applies: Rule | None = None  # when false, the run says nothing about this hypothesis
+    settle: str = ""  # what would settle it when neither rule holds, said with an inconclusive verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +73,7 @@ class ProbeTest:
             "refutes": self.refutes.source if self.refutes else None,
             "counts_failed": self.counts_failed,
             "applies": self.applies.source if self.applies else None,
+            **({"settle": self.settle} if self.settle else {}),
         }
 
     @classmethod
@@ -83,6 +85,7 @@ class ProbeTest:
             refutes=compile_rule(d["refutes"]) if d.get("refutes") else None,
             counts_failed=bool(d.get("counts_failed", False)),
             applies=compile_rule(d["applies"]) if d.get("applies") else None,
+            settle=str(d.get("settle", "")),
         )
 
 
@@ -152,7 +155,7 @@ class _Locator:
 
 
 _HYP_KEYS = {"id", "title", "claim", "explains", "probe", "remedies", "link", "refines"}
-_PROBE_KEYS = {"id", "predicts", "supports", "refutes", "counts_failed", "applies"}
+_PROBE_KEYS = {"id", "predicts", "supports", "refutes", "counts_failed", "applies", "settle"}
 _LINK_KEYS = {"kind", "to"}
 _SYMPTOM_KEYS = {"id", "title", "text", "opt_in"}
 
@@ -230,6 +233,7 @@ def _parse_file(path: Path, source: str, catalog: Catalog) -> None:
                     refutes=rules["refutes"],
                     counts_failed=bool(probe.get("counts_failed", False)),
                     applies=rules["applies"],
+                    settle=str(probe.get("settle", "")),
                 )
             )
         links = []

@@ -71,6 +71,11 @@ class Evidence:
     def __str__(self) -> str:
         return f"{self.verdict} {self.hypothesis}"
 
+    def why(self) -> str:
+        """The rule that decided and the figures it read: "threads > 1 and … (threads 3, failed_trials 2)"."""
+        figures = ", ".join(f"{k} {v}" for k, v in self.fields.items() if not isinstance(v, (dict, list)))
+        return f"{self.rule} ({figures})" if figures and self.rule else self.rule or figures
+
 
 @dataclass(frozen=True)
 class Event:

@@ -69,4 +69,6 @@ def judge(test: ProbeTest, classification: str, result: Mapping[str, Any]) -> Ve
         except TypeError as exc:  # e.g. a string compared with a number
             return Verdict("inconclusive", f"{rule.source}: {exc}", read)
     why = "neither rule matched" if not missing else f"result lacks {', '.join(sorted(set(missing)))}"
+    if test.settle:
+        why += f"; what would settle it: {test.settle}"
     return Verdict("inconclusive", why, read)

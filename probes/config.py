@@ -430,8 +430,11 @@ TEMPLATE = '''\
 # Default parameters of a probe here (`sleuth probe list` shows each probe's own;
 # --param KEY=VALUE on the command line wins):
 #
-# [probes.compile-race]
+# [probes.compile-race]                 # your entry, run as you wrote it: nothing else is added
 # entry = "train.py"
-# args = ["--steps", "20"]
-# trials = 3
+# args = ["--steps", "20"]                # given to every run
+# threaded_args = []                      # added for the threaded trials (e.g. ["--workers", "4"])
+# control_args = ["--workers", "1"]       # how it runs with ONE worker: the single-thread control
+# control_env = {}                        # or an environment variable that makes it single-threaded
+# trials = 3                              # threaded trials, each on fresh compile caches
 '''

@@ -73,7 +73,8 @@ class RunReport:
             "retest_of": info.retest_of,
             "state_before": "unknown: " + self.check.unknown if self.check.unknown else
             ("measured" if self.check.measured else "predicted"),
-            "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in inv.state.verdict_per_hypothesis(self.run)],
+            "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict, "why": e.why()}
+                         for e in inv.state.verdict_per_hypothesis(self.run)],
             "known": known_json(inv.state.known_for_run(self.run)),
             "seconds": round(self.outcome.seconds, 3),
         }

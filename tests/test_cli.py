@@ -14,6 +14,13 @@ import pytest
 SLEUTH = shutil.which("sleuth") or str(Path(sys.executable).with_name("sleuth"))
 
 
+
+def verdicts(data: dict) -> list[dict]:
+    """A run's evidence as hypothesis and verdict, each checked to say why (the rule and its figures)."""
+    for e in data["evidence"]:
+        assert "why" not in e or e["why"], e  # every verdict says why (a fleet's comparison has its own keys)
+    return [{k: v for k, v in e.items() if k != "why"} for e in data["evidence"]]
+
 def sleuth(cwd: Path, *args: str, check: bool | int = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the installed `sleuth`; check=True wants exit 0, check=N (an int) wants exit N."""
     proc = subprocess.run([SLEUTH, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
@@ -265,7 +272,7 @@ def test_probe_list_shows_parameters_their_defaults_and_sleuth_toml(here):
         f.write('\n[probes.compile-race]\ntrials = 7\n')
     out = sleuth(here, "probe", "list").stdout
     assert "params: entry = \"examples/drafter/train.py\"" in out
-    assert "trials = 7 (sleuth.toml; default 3)" in out and "threads = 4" in out
+    assert "trials = 7 (sleuth.toml; default 3)" in out and "control_args = null" in out
     rows = {r["id"]: r for r in json.loads(sleuth(here, "probe", "list", "--json").stdout)}
     assert rows["compile-race"]["params"]["trials"] == 3 and rows["compile-race"]["configured"] == {"trials": 7}
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli import sleuth
+from test_cli import sleuth, verdicts
 
 
 def run(d: Path, *more: str, code: int = 0) -> dict:
@@ -45,12 +45,12 @@ def test_compile_cache_counts_hits_and_misses_and_names_what_changed_in_the_key(
     r = result(cold)
     assert (r["hits"], r["misses"], r["bypasses"]) == (0, 1, 0) and r["cold"] and r["changed"] == []
     assert r["cache_dir"] == str(cache) and r["compiles"] and r["compiles"][0]["key"]
-    assert cold["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "inconclusive"}]
+    assert verdicts(cold) == [{"hypothesis": "cache-invalidation", "verdict": "inconclusive"}]
 
     warm = run(d)
     r = result(warm)
     assert (r["hits"], r["misses"]) == (1, 0) and not r["cold"]
-    assert warm["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "refutes"}]
+    assert verdicts(warm) == [{"hypothesis": "cache-invalidation", "verdict": "refutes"}]
 
     config(d, cache, TORCHINDUCTOR_MAX_AUTOTUNE="1")  # one inductor option set in the target's env
     tuned = run(d)
@@ -59,7 +59,7 @@ def test_compile_cache_counts_hits_and_misses_and_names_what_changed_in_the_key(
     assert r["changed"] == ["inductor config"] and r["compared_with"] == warm["run_id"], r
     (change,) = r["changes"]
     assert "max_autotune" in change["options"] and "max_autotune 'False' → 'True'" in change["text"]
-    assert tuned["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
+    assert verdicts(tuned) == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
     assert not any(k["id"] == "pytorch#101027" for k in tuned["known"])  # not torch: not said
     assert {"name": "env TORCHINDUCTOR_MAX_AUTOTUNE", "before": None, "after": "1"} in tuned["state_changes"]
 
@@ -69,7 +69,7 @@ def test_compile_cache_counts_hits_and_misses_and_names_what_changed_in_the_key(
     wiped = run(d, "--force")
     r = result(wiped)
     assert r["misses"] == 1 and r["wiped"] and r["changed"] == [], r
-    assert wiped["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
+    assert verdicts(wiped) == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
 
     sleuth(d, "export", "-o", "pm.md")  # the postmortem says the counters per run and what changed
     pm = (d / "pm.md").read_text()
@@ -136,7 +136,7 @@ def test_another_torch_on_the_same_cache_folder_misses_and_names_torch_with_both
     assert r["misses"] >= 1 and "torch" in r["changed"], r
     torch_change = next(c for c in r["changes"] if c["part"] == "torch")
     assert (torch_change["before"], torch_change["after"]) == (other, here)
-    assert switched["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
+    assert verdicts(switched) == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]
     assert "pytorch#101027" in [k["id"] for k in switched["known"]]
 
 
@@ -177,7 +177,7 @@ def test_a_compile_that_bypasses_the_cache_says_inductors_reason_and_judges_noth
     assert "Unsupported post grad custom pass" in r["bypass_reasons"], r["bypass_reasons"]
     assert r["said"] == ("1 compile bypassed the cache (inductor: Unsupported post grad custom pass): never cached, "
                          "so no entry of it can have been wiped or re-keyed"), r["said"]
-    assert data["evidence"] == [{"hypothesis": "cache-invalidation", "verdict": "inconclusive"}]
+    assert verdicts(data) == [{"hypothesis": "cache-invalidation", "verdict": "inconclusive"}]
     sleuth(d, "export", "-o", "pm.md")
     pm = (d / "pm.md").read_text()
     assert f"| #{data['run_id']} | local | 0 / 0 / 1 |" in pm and "inductor: Unsupported post grad custom pass" in pm

@@ -19,7 +19,7 @@ import torch  # the kit needs real torch: no skip
 from conftest import seed_race_shows_here
 from packaging.version import Version
 from sleuth.hypotheses.known import load_known
-from test_cli import sleuth
+from test_cli import sleuth, verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 FX_ERROR = "Detected that you are using FX to symbolically trace a dynamo-optimized function"
@@ -80,7 +80,7 @@ def test_compile_race_is_gone_after_precompile(project):
     # trace, so nothing here supports the other face of the race (concurrent FX trace)
     assert result["calls"] > 0 and result["traces"] == 0 and result["overlaps"] == 0, result
     assert {f"drafter-{i}" for i in range(4)} <= set(result["threads"]), result["threads"]
-    assert {"hypothesis": "concurrent-fx-trace", "verdict": "supports"} not in run["evidence"], run["evidence"]
+    assert {"hypothesis": "concurrent-fx-trace", "verdict": "supports"} not in verdicts(run), run["evidence"]
 
     preview = json.loads(sleuth(project, "remedy", "preview", "precompile", "drafter/train.py", "--json").stdout)
     assert preview["blocked"] == [] and "_sleuth_precompile()" in preview["diff"]
@@ -98,24 +98,25 @@ def test_compile_race_is_gone_after_precompile(project):
 def test_probes_tell_the_hypotheses_apart(project, tmp_path):
     race = json.loads(
         sleuth(project, "probe", "run", "compile-race", "--param", "entry=drafter/train.py", "--param", "trials=1",
-               "--param", 'args=["--steps", "6"]', "--json", check=False).stdout
+               "--param", 'args=["--steps", "6"]', "--param", 'control_args=["--threads", "1"]', "--param", "race=fx-trace",
+               "--json", check=False).stdout
     )
     assert race["classification"] == "completed", race["reason"]
     result = next(r for r in race["records"] if r["kind"] == "result")
     races = seed_race_shows_here()
     if races:
         assert result["fx_trace_errors"] > 0 and result["control_fx_trace_errors"] == 0
-        assert {"hypothesis": "compile-race", "verdict": "supports"} in race["evidence"]
+        assert {"hypothesis": "compile-race", "verdict": "supports"} in verdicts(race)
     else:  # torch 2.14+: the seed's face is fixed; the reproduction says so, nothing supports the race
         assert result["fx_trace_errors"] == 0 and result["control_fx_trace_errors"] == 0, result
-        assert {"hypothesis": "compile-race", "verdict": "supports"} not in race["evidence"], race["evidence"]
+        assert {"hypothesis": "compile-race", "verdict": "supports"} not in verdicts(race), race["evidence"]
 
     first = json.loads(sleuth(project, "probe", "run", "env-fingerprint", "--json").stdout)
     sleuth(project, "baseline", f"#{first['run_id']}")
     second = json.loads(sleuth(project, "probe", "run", "env-fingerprint", "--json").stdout)
     fp = next(r for r in second["records"] if r["kind"] == "result")
     assert fp["has_baseline"] and fp["drift"] == 0 and fp["torch"].startswith("2.")
-    assert {"hypothesis": "version-drift", "verdict": "refutes"} in second["evidence"]
+    assert {"hypothesis": "version-drift", "verdict": "refutes"} in verdicts(second)
 
     fresh = tmp_path / "fresh-cache"
     (project / "sleuth.toml").write_text(
@@ -131,7 +132,7 @@ def test_probes_tell_the_hypotheses_apart(project, tmp_path):
     assert hyps["version-drift"]["status"] == "refuted"
     # an empty folder is as much a box that never compiled as a wiped one: file times judge nothing
     # (compile-cache measures it, test_compile_cache.py)
-    assert {"hypothesis": "cache-invalidation", "verdict": "inconclusive"} in inv["evidence"]
+    assert {"hypothesis": "cache-invalidation", "verdict": "inconclusive"} in verdicts(inv)
     assert hyps["cache-invalidation"]["status"] not in ("supported", "refuted"), hyps["cache-invalidation"]
 
 

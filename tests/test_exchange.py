@@ -25,8 +25,9 @@ from test_cli import sleuth
 
 SECRET = "Zq9-not-a-real-token-8f3e1c"  # no known token shape: only the env-var name gives it away
 HF_SHAPED = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123"
-RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37, "errors_total": 37, "control_fx_trace_errors": 0}
-RACE_CLEAN = {**RACE_FAIL, "fx_trace_errors": 0, "errors_total": 0}
+RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37, "errors_total": 37, "control_fx_trace_errors": 0, "failed_trials": 1,
+             "control_failed": 0, "control_same_failure": 0}
+RACE_CLEAN = {**RACE_FAIL, "fx_trace_errors": 0, "errors_total": 0, "failed_trials": 0}
 DIFF = "--- a/model.py\n+++ b/model.py\n@@ -1 +1 @@\n-compiled = torch.compile(f)\n+compiled = _sleuth_serialized(torch.compile(f))\n"
 SHELL = (
     'echo "config: {\\"hidden_size\\": 4096}"; echo "using token $SLEUTH_TEST_API_TOKEN"; '

@@ -6,8 +6,9 @@ from conftest import env_state, record_run
 from sleuth.hypotheses import InvestigationState
 from sleuth.sessions import Investigation
 
-RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37, "errors_total": 37, "control_fx_trace_errors": 0}
-RACE_CLEAN = {**RACE_FAIL, "fx_trace_errors": 0, "errors_total": 0}
+RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37, "errors_total": 37, "control_fx_trace_errors": 0, "failed_trials": 1,
+             "control_failed": 0, "control_same_failure": 0}
+RACE_CLEAN = {**RACE_FAIL, "fx_trace_errors": 0, "errors_total": 0, "failed_trials": 0}
 LOCK_FILES = [{"path": "train.py", "before_sha": "aa", "after_sha": "bb", "diff": "+ with _lock:"}]
 
 

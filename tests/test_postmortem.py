@@ -28,7 +28,8 @@ def test_the_postmortem_of_a_hunt_with_every_awkward_shape_agrees_with_itself(in
     a = inv.begin_run("cache-inventory", {}, "local").run
     b = inv.begin_run("compile-race", {"trials": 2}, "local", ).run
     race = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 9,
-            "errors_total": 9, "control_fx_trace_errors": 0, "trials": 2, "failed_trials": 2}
+            "errors_total": 9, "control_fx_trace_errors": 0, "trials": 2, "failed_trials": 2, "control_failed": 0,
+            "control_same_failure": 0}
     inv.finish_run(b, "completed", "done", [{"kind": "result", **race}, {"kind": "done"}], env_state(), {"stdout": 1})
     inv.finish_run(a, "completed", "done", [{"kind": "result", "cold": True, "keys_match": False, "entries": 0},
                                             {"kind": "done"}], env_state(), {"stdout": 1})

@@ -45,7 +45,7 @@ def test_compile_race_whose_entry_never_gets_going_fails(here):
     (here / "broken.py").write_text("import sys\nsys.exit(4)\n")
     data = run(here, "compile-race", "--param", "entry=broken.py", "--param", "trials=2", "--param", "control=false")
     assert data["classification"] == "failed" and "the threaded phase never ran" in data["reason"]
-    assert "exited 4 in every trial" in data["reason"] and data["evidence"] == []
+    assert "before it started any thread (exit 4; exit 4)" in data["reason"] and data["evidence"] == []
 
 
 @pytest.mark.slow
@@ -106,7 +106,7 @@ def test_without_torch_the_torch_probes_fail_and_say_why(here, tmp_path):
         (["dense-fallback"], "No module named 'torch'"),
         (["fx-trace-state", "--param", "entry=train.py"], "No module named 'torch'"),
         (["compile-race", "--param", "entry=train.py", "--param", "trials=1", "--param", "control=false"],
-         "(ModuleNotFoundError) before any step or FX error"),
+         "(the main thread raised ModuleNotFoundError, exit 1)"),
     ):
         data = run(here, *args)
         assert data["classification"] == "failed" and words in data["reason"], data["reason"]

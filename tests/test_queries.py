@@ -19,7 +19,8 @@ from sleuth.hypotheses import (
 )
 
 RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37,
-             "errors_total": 37, "control_fx_trace_errors": 0}
+             "errors_total": 37, "control_fx_trace_errors": 0,
+             "failed_trials": 1, "control_failed": 0, "control_same_failure": 0}
 
 
 def test_verdicts_for_a_run_are_its_evidence_in_judging_order(inv):

@@ -76,7 +76,8 @@ def test_the_postmortem_says_what_changed(inv):
     assert "What changed, package by package:" in env and "#2 on local, since #1: torch 2.11.0+cu128 → 2.11.0+cu130" in env
 
 
-RACE = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "control_fx_trace_errors": 0}
+RACE = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "control_fx_trace_errors": 0, "control_failed": 0,
+        "control_same_failure": 0}
 
 
 def race_run(inv: Investigation, failed: int, trials: int, state: dict) -> int:

@@ -10,7 +10,8 @@ from sleuth.app.views import Selection, detail_text, hypothesis_label, next_step
 from sleuth.probes import builtin_probes
 
 RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37,
-             "errors_total": 37, "control_fx_trace_errors": 0}
+             "errors_total": 37, "control_fx_trace_errors": 0,
+             "failed_trials": 1, "control_failed": 0, "control_same_failure": 0}
 LOCK = [{"path": "/code/model.py", "before_sha": "aa", "after_sha": "bb", "diff": "+ lock"}]
 
 

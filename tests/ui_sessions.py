@@ -37,7 +37,8 @@ TRACEBACK = [
     "RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized function. This is not supported at the moment.",
 ]
 RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37,
-             "errors_total": 37, "control_fx_trace_errors": 0, "failed_trials": 1, "trials": 1}
+             "errors_total": 37, "control_fx_trace_errors": 0, "failed_trials": 1, "trials": 1, "control_failed": 0,
+             "control_same_failure": 0}
 
 
 def race_output() -> list[str]:

@@ -1,7 +1,17 @@
 # pyright: reportPossiblyUnboundVariable=false
 # (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
-"""Compile-race reproducer: run the training entry point K times with N threads and fresh
-compile caches, plus a single-thread control; count failures by error type."""
+"""Compile-race experiment: the user's entry, run as they wrote it, K times threaded with fresh
+compile caches, and once as a single-thread control; a failure is read from the entry's exit
+status and from what killed its threads (type, message, innermost frame), never from a line
+only sleuth's example prints.
+
+How to run the entry threaded and how to run its control are the user's to say
+([probes.compile-race] in sleuth.toml): ``args`` go to every run, ``threaded_args`` /
+``threaded_env`` only to the threaded trials, ``control_args`` / ``control_env`` make the
+single-thread control. Nothing else is added to the command line. What the runs did is
+measured in the entry's own process by a startup hook (a ``sitecustomize`` on PYTHONPATH that
+chains to any the environment has): the threads the user's code started, which died and of
+what, the compiles that happened after the first worker started."""
 
 PROBE = {
     "id": "compile-race",
@@ -10,10 +20,11 @@ PROBE = {
     "timeout": 900,
     "cost": 40,
     "needs": ["torch"],
-    "params": {"entry": "examples/drafter/train.py", "args": [], "threads": 4, "trials": 3, "cold_cache": True,
-               "race": "fx-trace", "control": True, "per_run_timeout": 300, "devices": None},
-    "reports": ["threads", "trials", "failed_trials", "fx_trace_errors", "errors_total", "errors", "calls",
-                "cold_cache", "race", "control_errors", "compiles_during_workers", "devices", "per_device"],
+    "params": {"entry": "examples/drafter/train.py", "args": [], "threaded_args": [], "threaded_env": {},
+               "control_args": None, "control_env": {}, "trials": 3, "cold_cache": True, "control": True,
+               "per_run_timeout": 300, "race": None},
+    "reports": ["threads", "trials", "failed_trials", "died", "died_of", "fx_trace_errors", "errors_total", "errors",
+                "control_failed", "control_same_failure", "cold_cache", "race", "compiles_during_workers", "said"],
 }
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
@@ -27,9 +38,11 @@ if "emit" not in globals():  # run standalone: records as JSON lines on stdout
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 FX_ERROR = "Detected that you are using FX to symbolically trace a dynamo-optimized function"
 P = {**PROBE["params"], **params}
@@ -39,84 +52,304 @@ class CouldNotReproduce(RuntimeError):
     """The probe could not do what it was asked: it ends failed, and gives no evidence."""
 
 
-if not os.path.isfile(P["entry"]):
+def _argv(value, name):
+    if value is None:
+        return None
+    if isinstance(value, str):  # one string: split as a shell would, without a shell
+        import shlex
+
+        return shlex.split(value)
+    if not isinstance(value, (list, tuple)):
+        raise CouldNotReproduce(f"[probes.compile-race] {name} must be a list of arguments, got {value!r}")
+    return [str(a) for a in value]
+
+
+def _env(value, name):
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise CouldNotReproduce(f"[probes.compile-race] {name} must be a table of environment variables, got {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+ENTRY = P["entry"]
+ARGS = _argv(P["args"], "args") or []
+THREADED = (_argv(P["threaded_args"], "threaded_args") or [], _env(P["threaded_env"], "threaded_env"))
+CONTROL_ARGS = _argv(P["control_args"], "control_args")
+CONTROL_ENV = _env(P["control_env"], "control_env")
+CONTROL = (CONTROL_ARGS or [], CONTROL_ENV) if P["control"] and (CONTROL_ARGS is not None or CONTROL_ENV) else None
+NAME = os.path.basename(ENTRY)
+
+if not os.path.isfile(ENTRY):
     raise CouldNotReproduce(
-        f"entry {P['entry']} not found in {os.getcwd()}: nothing was run; set [probes.compile-race] entry "
+        f"entry {ENTRY} not found in {os.getcwd()}: nothing was run; set [probes.compile-race] entry "
         "in sleuth.toml or pass --param entry=PATH (relative to the target's workdir)"
     )
 
+# The hook, run at the entry's start by Python itself (site imports sitecustomize). It acts
+# only in the entry's own process (its parent is this probe), never in processes the entry
+# starts, and changes nothing the entry sees: hooks chain to the ones already there.
+HOOK = r'''
+import os, sys
+if os.environ.get("SLEUTH_RACE_PARENT") == str(os.getppid()):
+    import atexit, json, threading, traceback
+    _out = os.environ["SLEUTH_RACE_REPORT"]
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _std = os.path.dirname(os.__file__)
+    _rep = {"threads_started": 0, "thread_names": [], "died": [], "main_error": None,
+            "compiles_at_first_worker": None, "compiles_at_exit": None}
+    _lock = threading.Lock()
 
-def run_once(threads):
-    argv = [sys.executable, P["entry"], *P["args"], "--threads", str(threads), "--race", P["race"]]
-    if P.get("devices"):  # one drafter per device (the example drafter's --devices)
-        devices = P["devices"] if isinstance(P["devices"], str) else ",".join(P["devices"])
-        argv += ["--devices", devices]
-    env = dict(os.environ)
-    if P["cold_cache"]:
-        fresh = tempfile.mkdtemp(prefix="sleuth-cold-")
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(fresh, "inductor")
-        env["TRITON_CACHE_DIR"] = os.path.join(fresh, "triton")
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=P["per_run_timeout"])
-    sys.stdout.write(proc.stdout)
-    sys.stderr.write(proc.stderr)
-    summary = None
-    for line in reversed(proc.stdout.splitlines()):
+    def _compiles():
+        utils = sys.modules.get("torch._dynamo.utils")
         try:
-            candidate = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(candidate, dict) and "errors" in candidate:
-            summary = candidate
-            break
-    if summary is None:  # not the example drafter: read the error types off stderr
-        errors = {}
-        for m in re.finditer(r"^(\w+(?:Error|Exception))\b", proc.stderr, re.M):
-            errors[m.group(1)] = errors.get(m.group(1), 0) + 1
-        summary = {"errors": errors, "steps": None, "compiles_during_workers": None}
-    summary["exit"] = proc.returncode
-    summary["fx_trace_errors"] = proc.stderr.count(FX_ERROR) and max(
-        proc.stderr.count(FX_ERROR), summary["errors"].get("RuntimeError", 0)
-    )
-    return summary
+            return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
+        except Exception:
+            return None
+
+    def _library(path):
+        parts = path.replace("\\", "/").split("/")
+        for i, part in enumerate(parts[:-1]):
+            if part in ("site-packages", "dist-packages"):
+                return parts[i + 1].split(".")[0]
+        return None
+
+    def _is_std(path):
+        return path.startswith(_std) and _library(path) is None
+
+    def _starter():
+        """Who started the thread: the first frame outside the standard library."""
+        f = sys._getframe(2)
+        while f is not None and _is_std(f.f_code.co_filename):
+            f = f.f_back
+        return f.f_code.co_filename if f is not None else ""
+
+    def _describe(exc_type, exc, tb, thread):
+        frames = traceback.extract_tb(tb) if tb is not None else []
+        inner = frames[-1] if frames else None
+        mods = set()
+        for fr in frames:
+            lib = _library(fr.filename)
+            if lib:
+                mods.add(lib)
+            name = fr.filename.replace("\\", "/")
+            for part in ("/torch/_dynamo/", "/torch/_inductor/", "/torch/fx/", "/torch/_functorch/"):
+                if part in name:
+                    mods.add("torch" + part.rstrip("/").replace("/torch/", ".").replace("/", "."))
+        at = None
+        if inner is not None:
+            lib = _library(inner.filename)
+            at = (lib + ":" if lib else "") + os.path.basename(inner.filename) + ":" + str(inner.lineno)
+        return {"thread": thread, "type": getattr(exc_type, "__name__", str(exc_type)),
+                "message": str(exc).splitlines()[0][:300] if str(exc) else "", "at": at,
+                "code": (inner.line or "")[:200] if inner is not None else None, "through": sorted(mods)}
+
+    _start = threading.Thread.start
+
+    def _sleuth_start(self, *a, **kw):
+        path = _starter()
+        lib = _library(path)
+        if lib is None and not path.startswith(_here):  # the user's code started it
+            with _lock:
+                if _rep["threads_started"] == 0:
+                    _rep["compiles_at_first_worker"] = _compiles()
+                _rep["threads_started"] += 1
+                _rep["thread_names"].append(self.name)
+        elif lib not in ("torch", "triton"):  # a library's (tqdm's monitor, a trainer's workers): said apart
+            with _lock:
+                _rep.setdefault("library_threads", {}).setdefault(lib or "?", []).append(self.name)
+        return _start(self, *a, **kw)
+
+    threading.Thread.start = _sleuth_start
+    _thook = threading.excepthook
+
+    def _sleuth_thread_died(args):
+        if args.exc_type is not SystemExit:
+            with _lock:
+                _rep["died"].append(_describe(args.exc_type, args.exc_value, args.exc_traceback,
+                                              args.thread.name if args.thread is not None else "?"))
+        return _thook(args)
+
+    threading.excepthook = _sleuth_thread_died
+    _hook = sys.excepthook
+
+    def _sleuth_main_died(exc_type, exc, tb):
+        _rep["main_error"] = _describe(exc_type, exc, tb, "MainThread")
+        return _hook(exc_type, exc, tb)
+
+    sys.excepthook = _sleuth_main_died
+
+    def _sleuth_report():
+        _rep["compiles_at_exit"] = _compiles()
+        with open(_out, "w") as f:
+            json.dump(_rep, f)
+
+    atexit.register(_sleuth_report)
+    # chain: the environment's own sitecustomize, if it has one
+    _self = sys.modules.pop("sitecustomize", None)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    try:
+        import sitecustomize  # noqa: F401
+    except ImportError:
+        pass
+    if "sitecustomize" not in sys.modules and _self is not None:  # the import machinery looks for it after us
+        sys.modules["sitecustomize"] = _self
+'''
+TYPE_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt))\b", re.M)
 
 
-trials = [run_once(P["threads"]) for _ in range(int(P["trials"]))]
-if trials and all(t["exit"] != 0 and not t["fx_trace_errors"] and not t.get("steps") for t in trials):
-    codes = sorted({t["exit"] for t in trials})
-    seen = sorted({name for t in trials for name in t["errors"]})
+def run_once(args, extra_env, trial):
+    work = tempfile.mkdtemp(prefix="sleuth-race-")
+    hook_dir = os.path.join(work, "hook")
+    os.mkdir(hook_dir)
+    with open(os.path.join(hook_dir, "sitecustomize.py"), "w") as f:
+        f.write(HOOK)
+    report = os.path.join(work, "report.json")
+    env = dict(os.environ)
+    env.update(extra_env)
+    env["PYTHONPATH"] = hook_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["SLEUTH_RACE_PARENT"] = str(os.getpid())
+    env["SLEUTH_RACE_REPORT"] = report
+    if P["cold_cache"]:
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "inductor")
+        env["TRITON_CACHE_DIR"] = os.path.join(work, "triton")
+    argv = [sys.executable, ENTRY, *ARGS, *args]
+    started = time.monotonic()
+    sys.stdout.write(f"--- sleuth: {trial}: {' '.join(argv[1:])}\n")
+    sys.stdout.flush()
+    timed_out = False
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env,
+                              timeout=P["per_run_timeout"])
+        out, err, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        timed_out = True
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        code = None
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    rep = None
+    try:
+        with open(report) as f:
+            rep = json.load(f)
+    except (OSError, ValueError):
+        pass
+    shutil.rmtree(work, ignore_errors=True)
+    errors = {}
+    for m in TYPE_LINE.finditer(err):  # the tracebacks the entry printed, its own included
+        errors[m.group(1)] = errors.get(m.group(1), 0) + 1
+    died = (rep or {}).get("died") or []
+    died_of = {}
+    for d in died:
+        died_of[d["type"]] = died_of.get(d["type"], 0) + 1
+    main_error = (rep or {}).get("main_error")
+    before, after = (rep or {}).get("compiles_at_first_worker"), (rep or {}).get("compiles_at_exit")
+    t = {
+        "trial": trial,
+        "exit": code,
+        "timed_out": timed_out,
+        "seconds": round(time.monotonic() - started, 1),
+        "measured": rep is not None,
+        "threads": (rep or {}).get("threads_started"),
+        "thread_names": ((rep or {}).get("thread_names") or [])[:32],
+        "library_threads": {k: v[:8] for k, v in ((rep or {}).get("library_threads") or {}).items()},
+        "died": len(died),
+        "died_of": died_of,
+        "deaths": died[:16],
+        "main_error": main_error,
+        "errors": errors,
+        "fx_trace_errors": err.count(FX_ERROR),
+        "compiles_during_workers": after - before if isinstance(before, int) and isinstance(after, int) else None,
+    }
+    t["failed"] = bool(timed_out or code != 0 or died)
+    return t
+
+
+def _counts(d):
+    return ", ".join(f"{k} ×{v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _how(t):
+    """One trial's failure in words: "2 of 3 threads died (TypeError ×2), exit 1"."""
+    if not t["failed"]:
+        return f"passed ({t['threads']} threads)" if t["threads"] is not None else "passed"
+    bits = []
+    if t["died"]:
+        bits.append(f"{t['died']} of {t['threads']} threads died ({_counts(t['died_of'])})")
+    if t["main_error"]:
+        bits.append(f"the main thread raised {t['main_error']['type']}")
+    if t["timed_out"]:
+        bits.append(f"timed out after {P['per_run_timeout']} s")
+    elif t["exit"]:
+        bits.append(f"exit {t['exit']}")
+    if not t["died"] and not t["main_error"] and t["errors"]:
+        bits.append(f"tracebacks: {_counts(t['errors'])}")
+    return ", ".join(bits)
+
+
+trials = [run_once(*THREADED, trial=f"trial {k + 1} of {int(P['trials'])}") for k in range(int(P["trials"]))]
+started = [t["threads"] for t in trials if t["threads"] is not None]
+no_thread = [t for t in trials if t["threads"] == 0 and not t["library_threads"]]
+if trials and all(t["failed"] for t in trials) and len(no_thread) == len(trials):
     raise CouldNotReproduce(
-        f"{P['entry']} exited {', '.join(map(str, codes))} in every trial"
-        + (f" ({', '.join(seen)})" if seen else " with no error sleuth can count")
-        + " before any step or FX error: the threaded phase never ran (its output is above)"
+        f"{NAME} failed in every trial before it started any thread ({'; '.join(_how(t) for t in trials)}): "
+        "the threaded phase never ran, so this says nothing of a race (its output is above; are args and "
+        "threaded_args what the entry takes?)"
     )
-control = run_once(1) if P["control"] else None
-errors = {}
+control = run_once(*CONTROL, trial="single-thread control") if CONTROL is not None else None
+errors, died_of = {}, {}
 for t in trials:
     for name, n in t["errors"].items():
         errors[name] = errors.get(name, 0) + n
-per_device = {}
-for t in trials:  # several devices: which failed, trial by trial
-    for dev, counts in (t.get("per_device") or {}).items():
-        d = per_device.setdefault(dev, {"steps": 0, "errors": 0, "failed_trials": 0})
-        d["steps"] += counts.get("steps") or 0
-        n = sum((counts.get("errors") or {}).values())
-        d["errors"] += n
-        d["failed_trials"] += 1 if n else 0
+    for name, n in t["died_of"].items():
+        died_of[name] = died_of.get(name, 0) + n
+failed = [t for t in trials if t["failed"]]
+threads = max(started) if started else None
+failure_types = set(died_of) | set(errors) | {t["main_error"]["type"] for t in failed if t["main_error"]}
+control_failed = None if control is None else int(control["failed"])
+control_types = set() if control is None else (set(control["died_of"]) | set(control["errors"])
+                                                | ({control["main_error"]["type"]} if control["main_error"] else set()))
+control_same = None if control is None else int(bool(control["failed"] and failed and control_types & failure_types))
+compiles = [t["compiles_during_workers"] for t in trials if t["compiles_during_workers"] is not None]
+
+said = f"{NAME}: {len(failed)} of {len(trials)} threaded trials failed"
+if failed:
+    said += " (" + "; ".join(f"trial {trials.index(t) + 1}: {_how(t)}" for t in failed[:4]) + ")"
+if threads is not None:
+    said += f"; the entry started {threads} thread{'s' if threads != 1 else ''} of its own"
+if control is None:
+    said += (". No single-thread control (set [probes.compile-race] control_args or control_env: how the entry "
+             "runs with one worker): without it a failure cannot be told from an entry that fails anyway")
+elif control["failed"]:
+    said += f". The single-thread control failed too ({_how(control)})"
+    said += ": the same failure without threads is not a thread race" if control_same else ""
+else:
+    said += f". The single-thread control passed ({control['threads']} thread{'s' if control['threads'] != 1 else ''})"
+if compiles and sum(compiles):
+    said += f"; {sum(compiles)} graphs compiled after the first worker started"
+said += "."
+
 emit(
     "result",
-    threads=P["threads"],
-    devices=trials[0].get("devices") if trials else None,
-    per_device=per_device or None,
+    threads=threads,
     trials=len(trials),
-    failed_trials=sum(1 for t in trials if t["errors"] or t["exit"]),
+    failed_trials=len(failed),
+    died=sum(t["died"] for t in trials),
+    died_of=died_of,
     fx_trace_errors=sum(t["fx_trace_errors"] for t in trials),
-    errors_total=sum(errors.values()),
+    errors_total=max(sum(errors.values()), sum(died_of.values())),  # a death prints its traceback too
     errors=errors,
-    calls=sum(t.get("steps") or 0 for t in trials),
-    compiles_during_workers=sum(t.get("compiles_during_workers") or 0 for t in trials),
+    compiles_during_workers=sum(compiles) if compiles else None,
     cold_cache=bool(P["cold_cache"]),
     race=P["race"],
-    control_errors=sum(control["errors"].values()) if control else None,
-    control_fx_trace_errors=control["fx_trace_errors"] if control else None,
+    control_failed=control_failed,
+    control_same_failure=control_same,
+    control_errors=None if control is None else sum(control["errors"].values()) + control["died"],
+    control_fx_trace_errors=None if control is None else control["fx_trace_errors"],
+    control_threads=None if control is None else control["threads"],
+    said=said,
     runs=trials + ([{"control": True, **control}] if control else []),
 )
