@@ -34,8 +34,17 @@ def test_the_shipped_thread_safety_entry_applies_to_the_builds_that_still_have_t
     assert {e.id for e in applying(known, {"Torch": "2.11.0+cu128", "triton": "3.5.0"})} == {
         "pytorch#126024", "pytorch#136261", "pytorch#101027"}  # in range; each still needs its signature or rule
     assert {e.id for e in applying(known, {"torch": "2.14.1+cu130"})} == {
-        "pytorch#184917", "pytorch#136261", "pytorch#101027"}
+        "pytorch#184917", "pytorch#136833", "pytorch#136261", "pytorch#101027"}
     assert applying(known, {"triton": "3.5.0"}) == []
+    # the is_compiling face (issue 42): the kernels wrapper's errors, on both torches read
+    flag = known["pytorch#136833"]
+    assert flag.applies_to("2.13.0+cpu") and flag.applies_to("2.14.1+cu130") and flag.fixed_in is None
+    for died in ("TypeError: expected an instance of Token, got {1: (Func(), <function f>)}",
+                 "TypeError: '_contextvars.Token' object is not iterable",
+                 "AttributeError: '_contextvars.Token' object has no attribute 'get'"):
+        assert flag.seen_in(died), died
+    assert not flag.seen_in(SEED_ERROR) and not flag.seen_in("ValueError: <Token var=<ContextVar name='x'>>")
+    assert {"compile-race", "concurrent-compile"} <= set(flag.explains) and "pytorch/pytorch/issues/136833" in flag.source
 
 
 def test_the_dense_fallback_entry_matches_the_warning_this_torch_prints_when_flex_attention_runs_uncompiled():
