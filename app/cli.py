@@ -261,6 +261,8 @@ def _remedy_commands(sub: Any, add: Any) -> None:
             p.add_argument("--json", action="store_true")
         else:
             p.add_argument("--hypothesis", help="the hypothesis it addresses (default: the remedy's own)")
+            p.add_argument("--into-installed-package", action="store_true",
+                           help="also change a file of an installed package (site-packages): refused without it")
     p = add("revert", "remedy_cli:cmd_revert", "restore the exact original bytes of a remedied file", rsub)
     p.add_argument("path", nargs="?", help="a file, or a directory (default: the target's code tree)")
     p.add_argument("--target", default="local", help="a remote target: PATH is on it (relative to its code.remote)")

@@ -166,7 +166,7 @@ def run_answer(inv: Investigation, run: int, *, budget: int = DEFAULT_BUDGET, gr
         "run_id": run, "probe": info.probe, "target": info.target, "classification": info.classification,
         "reason": info.reason, "records": info.records, "state_key": info.state_key, "lines": summary["lines"],
         "bytes": summary["bytes"], "retest_of": info.retest_of,
-        "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict} for e in st.verdict_per_hypothesis(run)],
+        "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict, "why": e.why()} for e in st.verdict_per_hypothesis(run)],
     }
     data.pop("output", None)  # a path on this machine: run_output reads it
     if info.kind == "shell":
@@ -550,44 +550,76 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
     def remedy_preview(remedy: str, path: str | None = None, target: str = "local",
                        ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """The diff a remedy (lock or precompile) would make to a file or a code tree (default:
-        the target's code tree), what it found, and whether it can apply as it stands."""
+        the target's code tree), what it found, and whether it can apply as it stands; a file of
+        an installed package (site-packages) is said to be one (``installed``): remedy_apply
+        writes there only with into_installed_package=true."""
+        from ..sessions import RemedyError
+        from .remedy_cli import for_mcp, one_line
+
         with sl.open(ctx) as inv:
-            plan, where = _plan(sl, inv, remedy, path, target)
-            return {**_plan_json(plan), "path": where, "applicable": not plan.blocked}
+            try:
+                with one_line(path):
+                    plan, where = _plan(sl, inv, remedy, path, target)
+            except RemedyError as exc:
+                raise ToolError(for_mcp(str(exc))) from None
+            answer = {**_plan_json(plan), "path": where, "applicable": not plan.blocked}
+            answer["blocked"] = [for_mcp(b) for b in answer["blocked"]]
+            for f in answer.get("files") or []:
+                f["blocked"] = [for_mcp(b) for b in f["blocked"]]
+            plans = getattr(plan, "plans", [plan])
+            answer["installed"] = [p.installed.said for p in plans if p.installed is not None]
+            return answer
 
     @server.tool()
     def remedy_apply(remedy: str, path: str | None = None, target: str = "local", hypothesis: str | None = None,
+                     into_installed_package: bool = False,
                      ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Apply a remedy (atomic, recorded, revertible to the exact original bytes); the next
-        probe_run of the check that showed the failure verifies it."""
+        probe_run of the check that showed the failure verifies it. A file of an installed
+        package (site-packages) is changed only with into_installed_package=true."""
         from ..sessions import RemedyError, TreePlan, apply_remedy, apply_tree
+        from .remedy_cli import for_mcp, installed_changed, one_line
 
         with sl.open(ctx) as inv:
-            plan, where = _plan(sl, inv, remedy, path, target)
-            if plan.blocked:
-                raise ToolError(f"{remedy} not applied to {where}: " + "; ".join(plan.blocked))
-            tgt = _target(sl, target)
             try:
-                app = (apply_tree(inv, plan, tgt, hypothesis) if isinstance(plan, TreePlan)
-                       else apply_remedy(inv, plan, tgt, hypothesis))
+                with one_line(path):
+                    plan, where = _plan(sl, inv, remedy, path, target)
+                    if plan.blocked:
+                        raise ToolError(f"{remedy} not applied to {where}: " + "; ".join(for_mcp(b) for b in plan.blocked))
+                    tgt = _target(sl, target)
+                    app = (apply_tree(inv, plan, tgt, hypothesis, into_installed_package=into_installed_package)
+                           if isinstance(plan, TreePlan)
+                           else apply_remedy(inv, plan, tgt, hypothesis, into_installed_package=into_installed_package))
             except RemedyError as exc:
-                raise ToolError(str(exc)) from None
+                raise ToolError(for_mcp(str(exc))) from None
+            records = inv.state.applications[app].files if app is not None else []
+            changed = installed_changed(records, "remedy_revert")
+            said = (f"applied {remedy} (application #{app}); remedy_revert puts the original bytes back"
+                    if app is not None else f"{remedy} is already applied; nothing changed")
             return {"applied": app is not None, "application": app, "path": where, "diff": plan.diff,
-                    "said": (f"applied {remedy} (application #{app}); remedy_revert puts the original bytes back"
-                             if app is not None else f"{remedy} is already applied; nothing changed")}
+                    "said": "; ".join([said, *changed]),
+                    "installed_packages": [r["installed_package"] for r in records if r.get("installed_package")]}
 
     @server.tool()
     def remedy_revert(path: str | None = None, target: str = "local", ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Restore the exact original bytes of a remedied file or code tree (recorded)."""
-        from ..sessions import revert_remedy, revert_tree
-        from .remedy_cli import _is_tree, _where
+        from ..sessions import RemedyError, revert_remedy, revert_tree
+        from .remedy_cli import _is_tree, _where, for_mcp, installed_restored, one_line
 
         tgt = _target(sl, target)
         with sl.open(ctx) as inv:
-            where = _rooted(sl, tgt, _where(sl.ws, tgt, path))
-            app = revert_tree(inv, where, tgt) if _is_tree(tgt, where) else revert_remedy(inv, where, tgt)
-            files = len(inv.state.applications[app].files)
-            return {"reverted": app, "path": where, "files": files}
+            try:
+                with one_line(path):
+                    where = _rooted(sl, tgt, _where(sl.ws, tgt, path))
+                    app = revert_tree(inv, where, tgt) if _is_tree(tgt, where) else revert_remedy(inv, where, tgt)
+            except RemedyError as exc:
+                raise ToolError(for_mcp(str(exc))) from None
+            records = inv.state.applications[app].files
+            answer: dict[str, Any] = {"reverted": app, "path": where, "files": len(records)}
+            restored = installed_restored(records)
+            if restored:
+                answer["said"] = "; ".join(restored)
+            return answer
 
     return server
 

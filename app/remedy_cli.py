@@ -1,13 +1,22 @@
-"""`sleuth remedy …`: preview, apply and revert the lock and precompile remedies."""
+"""`sleuth remedy …`: preview, apply and revert the lock and precompile remedies.
+
+Bad input — a path that is not there, not Python, not a name a file can have — is one line
+and exit status 2, never a traceback (the MCP tools answer the same line). A file of an
+installed package (site-packages, dist-packages, a standard library) is said to be one in
+the preview and is written only with ``--into-installed-package``; the apply then says that
+an installed package was changed and how to put it back.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..probes import Config, Target, load_config
-from ..probes.remedies import REMEDIES, RemedyPlan
+from ..probes.remedies import INSTALLED_FLAG, REMEDIES, RemedyPlan
 from ..sessions import (
     RemedyError,
     TreePlan,
@@ -21,7 +30,33 @@ from ..sessions import (
 )
 from .errors import UsageError
 
-__all__ = ["cmd_apply", "cmd_list", "cmd_preview", "cmd_revert"]
+__all__ = ["MCP_INSTALLED", "cmd_apply", "cmd_list", "cmd_preview", "cmd_revert", "for_mcp", "one_line"]
+
+MCP_INSTALLED = "into_installed_package=true"  # the MCP tools' word for --into-installed-package
+
+
+def for_mcp(text: str) -> str:
+    """A sentence of the CLI's as the MCP tools say it (their argument, not the CLI's flag)."""
+    return text.replace(INSTALLED_FLAG, MCP_INSTALLED)
+
+
+@contextmanager
+def one_line(path: str | None) -> Iterator[None]:
+    """Whatever a path makes the standard library raise (a NUL byte, a name that cannot be
+    encoded, a folder that cannot be listed) as a RemedyError of one line that names it."""
+    where = f"{path if path is not None else 'the code tree'!s:.300}"
+    try:
+        yield
+    except OSError as exc:  # the file the system named, else the path given
+        where = f"{exc.filename}" if exc.filename is not None else where
+        raise RemedyError(f"{where}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL byte, a name that cannot be encoded, a path that is not one
+        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RemedyError(f"{where}: not a usable path ({what})") from None
+
+
+def _installed_sentences(plans: list[RemedyPlan]) -> list[str]:
+    return [p.installed.said for p in plans if p.installed is not None]
 
 
 def _shapes(args: argparse.Namespace) -> list | None:
@@ -62,8 +97,14 @@ def _show(plan: RemedyPlan | TreePlan, as_json: bool) -> None:
             print(f"{'  ' if isinstance(plan, TreePlan) else ''}{mark}{where}{f['what']}")
     for skipped in getattr(plan, "skipped", []):
         print(f"  (not read: {skipped})")
+    installed = _installed_sentences(plans)
+    if installed:
+        print()
+        for said in installed:
+            print(f"! {said}")
     if plan.blocked:
-        print("\nNOT APPLICABLE as it stands — sleuth will not write a half-fixed file:")
+        nothing = not isinstance(plan, TreePlan) and plan.nothing
+        print("\nNOT APPLICABLE:" if nothing else "\nNOT APPLICABLE as it stands — sleuth will not write a half-fixed file:")
         for b in plan.blocked:
             print(f"  {b}")
     elif not plan.changes:
@@ -72,6 +113,10 @@ def _show(plan: RemedyPlan | TreePlan, as_json: bool) -> None:
     else:
         print()
         print(plan.diff, end="")
+        if installed:
+            where = plan.root if isinstance(plan, TreePlan) else plan.path
+            print(f"\nsleuth applies this to an installed package only when asked: sleuth remedy apply {plan.remedy} {where} "
+                  f"{INSTALLED_FLAG}")
 
 
 def _where(ws: Workspace, target: Target, path: str | None) -> str:
@@ -110,10 +155,22 @@ def cmd_preview(args: argparse.Namespace) -> int:
     config = load_config(ws.config_path)
     target = config.target(args.target)
     path = _where(ws, target, args.path)
-    with ws.open(args.session) as inv:
+    with ws.open(args.session) as inv, one_line(path):
         plan = _plan(inv, args, target, path, config)
         _show(plan, args.json)
     return 2 if plan.blocked else 0
+
+
+def installed_changed(records: list[dict], revert_with: str) -> list[str]:
+    """What an apply says of each installed package it changed, and how to put it back."""
+    out = []
+    for r in records:
+        pkg = r.get("installed_package")
+        if pkg:
+            out.append(f"changed the installed package {pkg['package']} ({pkg['folder']}): {pkg['relative']} — every "
+                       f"program of that environment runs the changed code, and a reinstall of {pkg['package']} drops "
+                       f"it; put the original bytes back with: {revert_with}")
+    return out
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -122,22 +179,26 @@ def cmd_apply(args: argparse.Namespace) -> int:
     config = load_config(ws.config_path)
     target = config.target(args.target)
     path = _where(ws, target, args.path)
-    with ws.open(args.session) as inv:
+    into = bool(getattr(args, "into_installed_package", False))
+    with ws.open(args.session) as inv, one_line(path):
         plan = _plan(inv, args, target, path, config)
         if plan.blocked:
             _show(plan, False)
             raise RemedyError(f"{args.name} not applied to {path}")
         if isinstance(plan, TreePlan):
-            app = apply_tree(inv, plan, target, args.hypothesis)
+            app = apply_tree(inv, plan, target, args.hypothesis, into_installed_package=into)
             names = ", ".join(plan.relative(p) for p in plan.plans if p.changes)
         else:
-            app = apply_remedy(inv, plan, target, args.hypothesis)
+            app = apply_remedy(inv, plan, target, args.hypothesis, into_installed_package=into)
             names = path
+        revert_with = f"sleuth remedy revert {path}" + (f" --target {target.name}" if not target.is_local else "")
         if app is None:
             print(f"{path}: {args.name} is already applied; nothing changed")
         else:
             print(plan.diff, end="")
-            print(f"\napplied {args.name} to {names} (application #{app}); revert with: sleuth remedy revert {path}")
+            print(f"\napplied {args.name} to {names} (application #{app}); revert with: {revert_with}")
+            for said in installed_changed(inv.state.applications[app].files, revert_with):
+                print(f"! {said}")
         plans = plan.plans if isinstance(plan, TreePlan) else [plan]
         for p in plans:
             for f in p.findings:
@@ -146,15 +207,25 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def installed_restored(records: list[dict]) -> list[str]:
+    """What a revert says of each installed package it put back."""
+    pkgs = dict.fromkeys(f"{r['installed_package']['package']} ({r['installed_package']['folder']})"
+                         for r in records if r.get("installed_package"))
+    return [f"the installed package {pkg} is as it was installed again" for pkg in pkgs]
+
+
 def cmd_revert(args: argparse.Namespace) -> int:
     ws = Workspace.find()
     target = load_config(ws.config_path).target(args.target)
     path = _where(ws, target, args.path)
-    with ws.open(args.session) as inv:
+    with ws.open(args.session) as inv, one_line(path):
         if _is_tree(target, path):
             app = revert_tree(inv, path, target)
         else:
             app = revert_remedy(inv, path, target)
-        files = len(inv.state.applications[app].files)
+        records = inv.state.applications[app].files
+        files = len(records)
         print(f"reverted application #{app} on {path}: the original bytes of its {files} file{'s' * (files != 1)} are back")
+        for said in installed_restored(records):
+            print(said)
     return 0

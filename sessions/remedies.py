@@ -11,7 +11,9 @@ from typing import Any
 from ..hypotheses import InvestigationState, RemedyApplication, RunInfo, trials_needed
 from ..probes import ReachError, Target
 from ..probes.remedies import (
+    INSTALLED_FLAG,
     CodeFile,
+    InstalledPackageError,
     RemedyError,
     RemedyPlan,
     apply_plan,
@@ -31,8 +33,10 @@ __all__ = [
     "addressed_hypothesis",
     "applied_file",
     "apply_remedy",
+    "compile_sites",
     "find_remedy_file",
     "latest_shapes",
+    "nothing_to_change",
     "plan_remedy",
     "record_remedy",
     "restore_application",
@@ -118,6 +122,74 @@ def latest_shapes(state: InvestigationState, target: str) -> tuple[list[dict[str
     return [], None
 
 
+def _fx_trace_run(state: InvestigationState, target: str) -> RunInfo | None:
+    for run in sorted(state.runs.values(), key=lambda r: -r.id):
+        if run.probe == "fx-trace-state" and run.target == target and run.classification == "completed":
+            return run
+    return None
+
+
+def compile_sites(state: InvestigationState, target: str) -> tuple[list[dict[str, Any]], int | None]:
+    """The compile sites (``sites``: where flex_attention was compiled or run eagerly, which
+    library, how often) the latest completed fx-trace-state run on *target* saw, and its run."""
+    run = _fx_trace_run(state, target)
+    if run is None:
+        return [], None
+    return [s for s in run.result.get("sites") or [] if isinstance(s, dict)], run.id
+
+
+def _sites_said(sites: list[dict[str, Any]]) -> str:
+    return ", ".join(dict.fromkeys(str(s.get("site") or f"{s.get('file')}:{s.get('line')}") for s in sites))
+
+
+_WOULD = {"lock": "the compile it would guard", "precompile": "the compile it would run before the workers start"}
+
+
+def nothing_to_change(state: InvestigationState, target: str, remedy: str, where: str) -> str:
+    """Why *remedy* finds nothing to change in *where* (a file or a folder) and where the
+    compile is: from the compile sites of the latest fx-trace-state run on *target*, or
+    which probe would find them."""
+    head = f"nothing in {where} that {remedy} would change"
+    run = _fx_trace_run(state, target)
+    if run is None:
+        return f"{head} (no compiled flex_attention, block mask or tracing site); run fx-trace-state to find where the compile happens"
+    sites, _ = compile_sites(state, target)
+    if "sites" not in run.result:
+        return (f"{head} (no compiled flex_attention, block mask or tracing site); run fx-trace-state again to find where "
+                f"the compile happens (run #{run.id} recorded no compile sites)")
+    seen = f"seen by fx-trace-state run #{run.id}"
+    compiled = [s for s in sites if s.get("kind") != "eager"]
+    if not compiled:
+        eager = [s for s in sites if s.get("kind") == "eager"]
+        if eager:
+            return f"{head}: fx-trace-state run #{run.id} saw flex_attention run uncompiled (eager) at {_sites_said(eager)}: no compile to guard"
+        return f"{head}: fx-trace-state run #{run.id} saw no compiled flex_attention call"
+    libraries: dict[str, list[dict[str, Any]]] = {}
+    own: list[dict[str, Any]] = []
+    for s in compiled:
+        if s.get("library"):
+            libraries.setdefault(str(s["library"]), []).append(s)
+        else:
+            own.append(s)
+    would = _WOULD.get(remedy, "the compile")
+    parts = []
+    if libraries:
+        if len(libraries) == 1:
+            [(lib, at)] = libraries.items()
+            parts.append(f"{would} is in the library {lib} ({_sites_said(at)}, {seen})")
+        else:
+            libs = [f"{lib} ({_sites_said(at)})" for lib, at in libraries.items()]
+            parts.append(f"{would} is in the libraries {', '.join(libs[:-1])} and {libs[-1]}, {seen}")
+    if own:
+        files = ", ".join(dict.fromkeys(f"{s.get('file')}:{s.get('line')}" for s in own if s.get("file")))
+        at = f"{_sites_said(own)}" + (f": {files}" if files else "")
+        parts.append(f"{'it is also' if libraries else would + ' is'} at {at} ({seen}): preview {remedy} on that file")
+    said = f"{head}: " + "; ".join(parts)
+    if libraries:
+        said += f"; sleuth does not change installed packages unless asked ({INSTALLED_FLAG})"
+    return said
+
+
 def _name(target: Target | str) -> str:
     return target.name if isinstance(target, Target) else target
 
@@ -144,19 +216,25 @@ def plan_remedy(
 ) -> RemedyPlan:
     """Preview *remedy* on *path* (on *target*: fetched over SFTP or the hop chain) and
     record the preview."""
+    given = shapes is not None  # --shapes or sleuth.toml: they say where their calls were compiled
     shapes, note = remedy_inputs(inv.state, remedy, _name(target), shapes)
     plan = preview(remedy, _file(target, path), shapes=shapes, source_note=note)
+    if plan.nothing and not (given and _fx_trace_run(inv.state, _name(target)) is None):
+        # say where the compile is (the latest fx-trace-state run's compile sites), or which probe finds it
+        plan.blocked = [nothing_to_change(inv.state, _name(target), remedy, str(path if not isinstance(path, CodeFile)
+                                                                                 else plan.path))]
     inv.record_preview(plan.remedy, plan.file.key, plan.before_sha, plan.after_sha, plan.blocked)
     return plan
 
 
-def write_remedy(state: InvestigationState, plan: RemedyPlan) -> dict[str, Any] | None:
+def write_remedy(state: InvestigationState, plan: RemedyPlan, into_installed_package: bool = False) -> dict[str, Any] | None:
     """Write *plan* to its file (checked against its recorded preview): the record for the
-    session, or None when the file already had it. File I/O only: a worker may call it."""
+    session, or None when the file already had it. A file of an installed package only when
+    *into_installed_package*. File I/O only: a worker may call it."""
     seen = state.last_preview(plan.remedy, plan.file.key)
     if seen is not None and seen["before_sha"] != plan.before_sha:
         raise RemedyError(f"{plan.path} changed since its preview; preview again")
-    record = apply_plan(plan)
+    record = apply_plan(plan, into_installed_package=into_installed_package)
     return None if record.get("unchanged") else record
 
 
@@ -169,10 +247,12 @@ def record_remedy(
 
 
 def apply_remedy(
-    inv: Investigation, plan: RemedyPlan, target: Target | str = "local", hypothesis: str | None = None
+    inv: Investigation, plan: RemedyPlan, target: Target | str = "local", hypothesis: str | None = None,
+    into_installed_package: bool = False,
 ) -> int | None:
-    """Apply *plan*; None when the file already had it (nothing changed, nothing recorded)."""
-    record = write_remedy(inv.state, plan)
+    """Apply *plan*; None when the file already had it (nothing changed, nothing recorded).
+    A file of an installed package is written only when *into_installed_package*."""
+    record = write_remedy(inv.state, plan, into_installed_package)
     return None if record is None else record_remedy(inv, plan, record, target, hypothesis)
 
 
@@ -269,7 +349,15 @@ class TreePlan:
         return any(p.changes for p in self.plans)
 
     def relative(self, plan: RemedyPlan) -> str:
-        return PurePosixPath(plan.path.relative_to(self.root.parent).as_posix()).as_posix()
+        try:
+            return PurePosixPath(plan.path.relative_to(self.root.parent).as_posix()).as_posix()
+        except ValueError:  # listed under another spelling of the root (a/./b, a link): its own path
+            return plan.path.as_posix()
+
+    @property
+    def installed(self) -> list[RemedyPlan]:
+        """The plans whose file is part of an installed package."""
+        return [p for p in self.plans if p.installed is not None]
 
     @property
     def diff(self) -> str:
@@ -296,25 +384,33 @@ def plan_tree(
         except RemedyError as exc:
             skipped.append(str(exc))
             continue
-        nothing = plan.blocked and all("nothing for" in b for b in plan.blocked) and not plan.changes
-        if plan.findings and not nothing:
+        if plan.findings and not plan.nothing:
             plans.append(plan)
     if not plans:
-        raise RemedyError(f"{where}: no module here that {remedy} would change")
+        raise RemedyError(nothing_to_change(inv.state, _name(target), remedy, f"{str(root).rstrip('/')}/"))
     for plan in plans:
         inv.record_preview(plan.remedy, plan.file.key, plan.before_sha, plan.after_sha, plan.blocked)
     return TreePlan(remedy, where, plans, skipped)
 
 
-def apply_tree(inv: Investigation, tree: TreePlan, target: Target | str = "local", hypothesis: str | None = None) -> int | None:
+def apply_tree(inv: Investigation, tree: TreePlan, target: Target | str = "local", hypothesis: str | None = None,
+               into_installed_package: bool = False) -> int | None:
     """Apply a tree plan as one application: every module, or none (a write that fails puts
-    back the ones written before it). None when every module already had it."""
+    back the ones written before it). None when every module already had it. A module of an
+    installed package is written only when *into_installed_package* (else nothing is)."""
     if tree.blocked:
         raise RemedyError("not applied: " + "; ".join(tree.blocked))
+    refused = [p for p in tree.installed if p.changes]
+    if refused and not into_installed_package:
+        installed = refused[0].installed
+        assert installed is not None
+        raise InstalledPackageError(installed) if len(refused) == 1 else RemedyError(
+            f"{installed.said} (and {len(refused) - 1} more module{'s' * (len(refused) > 2)} of installed packages); "
+            f"not applied: sleuth changes an installed package only when asked ({INSTALLED_FLAG})")
     written: list[tuple[RemedyPlan, dict[str, Any]]] = []
     try:
         for plan in tree.plans:
-            record = write_remedy(inv.state, plan)
+            record = write_remedy(inv.state, plan, into_installed_package)
             if record is not None:
                 written.append((plan, record))
     except (RemedyError, ReachError):  # a write refused, or the target lost midway

@@ -48,14 +48,15 @@ class Finding:
     what: str
     handled: bool = True  # False: sleuth will not write the file (it would be half-fixed)
     left_unlocked: bool = False  # seen, deliberately not locked: said in the preview and the apply
+    nothing: bool = False  # unhandled only because there is nothing here for the remedy (its compile is elsewhere)
 
 
 @dataclass
 class Findings:
     items: list[Finding] = field(default_factory=list)
 
-    def add(self, line: int, what: str, handled: bool = True, left_unlocked: bool = False) -> None:
-        self.items.append(Finding(line, what, handled, left_unlocked))
+    def add(self, line: int, what: str, handled: bool = True, left_unlocked: bool = False, nothing: bool = False) -> None:
+        self.items.append(Finding(line, what, handled, left_unlocked, nothing))
 
     @property
     def left(self) -> list[Finding]:

@@ -49,7 +49,8 @@ class CodeFile(ABC):
 
     @abstractmethod
     def sibling(self, relative: str) -> CodeFile:
-        """Another file of the same tree, relative to this one's directory."""
+        """Another file of the same tree, relative to this one's directory (a relative path,
+        subfolders and all: ``pkg/model.py``)."""
 
     def read_text(self) -> str | None:
         """Its text, or None when it does not exist (for a look at a neighbouring module)."""
@@ -97,7 +98,7 @@ class LocalFile(CodeFile):
         return None
 
     def sibling(self, relative: str) -> CodeFile:
-        return LocalFile(self.local.with_name(relative))
+        return LocalFile(self.local.parent / relative)  # relative may name a subfolder (pkg/model.py)
 
 
 class RemoteFile(CodeFile):

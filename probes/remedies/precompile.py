@@ -52,6 +52,17 @@ def _compiled_names(source: str) -> list[str]:
     return found
 
 
+def _names_in_module(file: CodeFile, modname: str) -> list[str]:
+    """The compiled flex_attention names of module *modname*, found beside *file* or in a
+    folder above it (``pkg.model`` from ``pkg/train.py``); none when it is not there."""
+    relative = modname.replace(".", "/") + ".py"
+    for up in range(modname.count(".") + 1):
+        text = file.sibling("../" * up + relative).read_text()
+        if text is not None:
+            return _compiled_names(text)
+    return []
+
+
 def _helper(shapes: list[dict[str, Any]], flex_import: tuple[str, str], masks: dict[tuple[str, str], str], source_note: str) -> str:
     mod, name = flex_import
     lines = []
@@ -167,7 +178,8 @@ def precompile_transform(source: str, file: CodeFile, shapes: list[dict[str, Any
         findings.add(0, "precompile is already in this module")
         return source, findings, {"changed": 0}
     if not shapes:
-        findings.add(0, "no shapes to precompile: run the fx-trace-state probe first (or pass --shapes FILE)", handled=False)
+        findings.add(0, "no shapes to precompile: run the fx-trace-state probe first (or pass --shapes FILE)", handled=False,
+                     nothing=not _compiled_names(source))
         return source, findings, {"changed": 0}
     # Which compiled function: where the recorded calls were compiled, else this module.
     site = {s.get("compiled", "").rpartition(":")[0] for s in shapes} - {""}
@@ -179,14 +191,15 @@ def precompile_transform(source: str, file: CodeFile, shapes: list[dict[str, Any
                 flex_import = ("", names[0])
                 break
         else:
-            text = file.sibling(modname.replace(".", "/") + ".py").read_text()
-            if text is not None:
-                names = _compiled_names(text)
-                if names:
-                    flex_import = (modname, names[0])
-                    break
+            names = _names_in_module(file, modname)
+            if names:
+                flex_import = (modname, names[0])
+                break
     if flex_import is None:
-        findings.add(0, "cannot find the module-level torch.compile(flex_attention) the recorded calls used", handled=False)
+        seen = f" (they were compiled at {', '.join(sorted({str(x.get('compiled')) for x in shapes if x.get('compiled')}))})" \
+            if site else ""
+        findings.add(0, "cannot find the module-level torch.compile(flex_attention) the recorded calls used" + seen, handled=False,
+                     nothing=not _compiled_names(source))
         return source, findings, {"changed": 0}
     masks: dict[tuple[str, str], str] = {}
     for spec in shapes:
