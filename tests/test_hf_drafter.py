@@ -71,3 +71,55 @@ def test_the_race_reproduces_on_the_users_script_as_written_with_the_control_pas
     seen = [e["data"]["state"]["env"]["distributions"]["tokenizers"] for e in events
             if e["kind"] == "state.observed" and "distributions" in e["data"]["state"].get("env", {})]
     assert seen and set(seen) == {version("tokenizers")}, seen
+
+
+def test_the_lock_gates_the_workers_first_pass_in_the_users_own_code(hunt):
+    """The compile is inside transformers: the lock changes no installed package; in the user's
+    file it gates the worker's training loop (not its setup loop over parameters), keeps the
+    comment where it was, applies once, and reverts byte-exact."""
+    drafter = hunt / "train.py"
+    before = drafter.read_bytes()
+    preview = json.loads(sleuth(hunt, "remedy", "preview", "lock", "train.py", "--json").stdout)
+    assert preview["blocked"] == [], preview
+    assert "drafter() runs in worker threads (started at line 54)" in json.dumps(preview["findings"])
+    diff = preview["diff"]
+    assert "+            for step in range(args.steps):" not in diff and "+                with _SLEUTH_FIRST_PASS:" in diff
+    assert "-        for p in model.model.parameters():" not in diff  # the setup loop is left alone
+    sleuth(hunt, "remedy", "apply", "lock", "train.py")
+    assert sleuth(hunt, "remedy", "apply", "lock", "train.py").stdout.strip().endswith("nothing changed")
+    compile(drafter.read_text(), "train.py", "exec")
+    sleuth(hunt, "remedy", "revert", "train.py")
+    assert drafter.read_bytes() == before
+
+
+def test_a_worker_that_waits_on_the_others_in_its_loop_is_said_and_left_alone(hunt):
+    (hunt / "train.py").write_text(
+        "import threading\n\nbarrier = threading.Barrier(2)\n\n\ndef work(i):\n    for step in range(3):\n"
+        "        print(i, step)\n        barrier.wait()\n\n\n"
+        "ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]\nfor t in ts:\n    t.start()\n"
+    )
+    proc = sleuth(hunt, "remedy", "preview", "lock", "train.py", check=False)
+    assert "work() waits on other threads in its loop (.wait())" in proc.stdout + proc.stderr
+    assert "_SLEUTH_FIRST_PASS" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_first_pass_lock_in_the_users_code_verifies_strong_and_reverts(hunt):
+    """Reproduce (threaded trials fail, control passes), apply the lock in train.py, re-run as
+    many trials as a strong result needs: none fails, the lock is verified fixed (strong);
+    revert puts the user's bytes back."""
+    drafter = hunt / "train.py"
+    before = drafter.read_bytes()
+    first = json.loads(sleuth(hunt, "probe", "run", "compile-race", "--json", check=False, timeout=900).stdout)
+    assert {"hypothesis": "compile-race", "verdict": "supports"} in verdicts(first), first["evidence"]
+    sleuth(hunt, "remedy", "apply", "lock", "train.py")
+    data = json.loads(sleuth(hunt, "probe", "run", "compile-race", "--param", "trials=7", "--param", "control=false",
+                             "--json", check=False, timeout=1200).stdout)
+    result = next(r for r in data["records"] if r["kind"] == "result")
+    assert result["failed_trials"] == 0 and result["threads"] == 3, result["said"]
+    events = json.loads(sleuth(hunt, "events", "--json").stdout)
+    verified = [e["data"] for e in events if e["kind"] == "application.verified" and e["data"]["run"] == data["run_id"]
+                and e["data"]["hypothesis"] == "compile-race"]
+    assert verified and verified[0]["outcome"] == "fixed" and verified[0]["strong"] is True, verified
+    sleuth(hunt, "remedy", "revert", "train.py")
+    assert drafter.read_bytes() == before

@@ -12,13 +12,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from test_cli import verdicts
 from conftest import env_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sleuth.probes import HopChain, MockTransport, ProgramSpec, Reply, Target, execute, probe_reply
 from sleuth.probes.catalog import builtin_probes
 from sleuth.sessions import CircularRetest, request_for_probe, request_for_shell, run_probe
+from test_cli import verdicts
 
 LOCAL = Target(name="local")
 REMOTE = Target(name="ct200", ssh="gpu", jump=("bastion",))

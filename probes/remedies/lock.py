@@ -266,6 +266,13 @@ def lock_transform(source: str) -> tuple[str, Findings, dict[str, int]]:
     wrapper = MetadataWrapper(module)
     transformer = _LockTransformer(findings)
     new = wrapper.visit(transformer)
+    changed = transformer.changed
+    if not changed and transformer.threads:  # workers, but their compile is elsewhere (a library's)
+        from .first_pass import first_pass_transform
+
+        code, changed = first_pass_transform(source, findings)
+        if changed:
+            return code, findings, {"changed": changed, "threads": transformer.threads, "processes": transformer.processes}
     if transformer.processes and not transformer.threads:
         findings.add(
             0,

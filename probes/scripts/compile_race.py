@@ -320,7 +320,9 @@ if failed:
     said += " (" + "; ".join(f"trial {trials.index(t) + 1}: {_how(t)}" for t in failed[:4]) + ")"
 if threads is not None:
     said += f"; the entry started {threads} thread{'s' if threads != 1 else ''} of its own"
-if control is None:
+if not P["control"]:
+    said += ". No single-thread control this time (control = false)"
+elif control is None:
     said += (". No single-thread control (set [probes.compile-race] control_args or control_env: how the entry "
              "runs with one worker): without it a failure cannot be told from an entry that fails anyway")
 elif control["failed"]:
