@@ -364,6 +364,9 @@ class TreePlan:
         return "".join(p.diff_as(self.relative(p)) for p in self.plans if p.changes)
 
 
+_WRAPS, _GATES = b"_sleuth_serialized", b"_SLEUTH_FIRST_PASS"  # the lock's two forms (probes/remedies)
+
+
 def plan_tree(
     inv: Investigation, remedy: str, root: Path | str, target: Target | str = "local", shapes: list | None = None
 ) -> TreePlan:
@@ -386,6 +389,10 @@ def plan_tree(
             continue
         if plan.findings and not plan.nothing:
             plans.append(plan)
+    if any(_WRAPS in p.after for p in plans):  # the tree holds its compile: the lock wraps it there, and
+        # the workers' first-pass gate (for a compile that lives in a library) is not needed elsewhere
+        plans = [p for p in plans if _WRAPS in p.after or (_GATES not in p.after and not all(
+            f["left_unlocked"] for f in p.findings))]
     if not plans:
         raise RemedyError(nothing_to_change(inv.state, _name(target), remedy, f"{str(root).rstrip('/')}/"))
     for plan in plans:

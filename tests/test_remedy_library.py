@@ -39,12 +39,21 @@ INSTALLED_SAID = ("fakeflex/attn.py is inside the installed package fakeflex (si
                   "reinstall and affects every program of that environment")
 
 
+MODEL_ONLY = (
+    "from transformers import LlamaConfig, LlamaForCausalLM\n\n"
+    "config = LlamaConfig(vocab_size=256, hidden_size=64, num_hidden_layers=1, num_attention_heads=4)\n"
+    "config._attn_implementation = 'flex_attention'\nmodel = LlamaForCausalLM(config)\n"
+)
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project with the user's HF drafter (train.py) and a stand-in installed package."""
     root = tmp_path / "proj"
     root.mkdir()
     shutil.copy(HF_DRAFTER, root / "train.py")
+    # the model half of such a drafter, no threads: nothing in it for the lock (its compile is the library's)
+    (root / "model_only.py").write_text(MODEL_ONLY)
     lib = root / "venv" / "lib" / "python3.11" / "site-packages" / "fakeflex"
     lib.mkdir(parents=True)
     (lib / "attn.py").write_bytes(LIBRARY_MODULE.encode())
@@ -183,41 +192,44 @@ def test_the_flag_on_the_command_line(project):
 
 
 def test_lock_on_the_hf_drafter_says_where_the_compile_is(project):
-    proc = sleuth(project, "remedy", "preview", "lock", "train.py", check=2)
-    assert ("nothing in train.py that lock would change (no compiled flex_attention, block mask or tracing site); "
+    proc = sleuth(project, "remedy", "preview", "lock", "model_only.py", check=2)
+    assert ("nothing in model_only.py that lock would change (no compiled flex_attention, block mask or tracing site); "
             "run fx-trace-state to find where the compile happens") in proc.stdout
     run = record_fx_trace(project, {"calls": 40, "shapes": [SHAPE], "sites": SITES})
     with Workspace(project).open(None) as inv:
         assert compile_sites(inv.state, "local") == (SITES, run)
         assert compile_sites(inv.state, "elsewhere") == ([], None)
-    proc = sleuth(project, "remedy", "preview", "lock", "train.py", check=2)
-    said = (f"nothing in train.py that lock would change: the compile it would guard is in the library transformers "
+    proc = sleuth(project, "remedy", "preview", "lock", "model_only.py", check=2)
+    said = (f"nothing in model_only.py that lock would change: the compile it would guard is in the library transformers "
             f"({LIBRARY_SITE}, seen by fx-trace-state run #{run}); sleuth does not change installed packages unless "
             "asked (--into-installed-package)")
     assert said in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stderr
+    # the user's script that starts the workers: there the lock gates each worker's first pass
+    gated = sleuth(project, "remedy", "preview", "lock", "train.py").stdout
+    assert "drafter() runs in worker threads" in gated and "_SLEUTH_FIRST_PASS" in gated
     # precompile says the same of its compile, and the shapes that run recorded no longer crash it
     proc = sleuth(project, "remedy", "preview", "precompile", "train.py", check=2)
     assert (f"nothing in train.py that precompile would change: the compile it would run before the workers start is in "
             f"the library transformers ({LIBRARY_SITE}, seen by fx-trace-state run #{run})") in proc.stdout
     # a folder: the same sentence, as the error
     (project / "code").mkdir()
-    shutil.copy(HF_DRAFTER, project / "code" / "train.py")
+    shutil.copy(project / "model_only.py", project / "code" / "model_only.py")
     line = one_line_error(sleuth(project, "remedy", "preview", "lock", "code", check=False))
     assert "nothing in code/ that lock would change: the compile it would guard is in the library transformers" in line
 
 
 def test_a_run_that_saw_only_eager_calls_or_no_sites(project):
     run = record_fx_trace(project, {"calls": 3, "shapes": []})  # a probe from before compile sites
-    out = sleuth(project, "remedy", "preview", "lock", "train.py", check=2).stdout
+    out = sleuth(project, "remedy", "preview", "lock", "model_only.py", check=2).stdout
     assert f"run fx-trace-state again to find where the compile happens (run #{run} recorded no compile sites)" in out
     eager = [{**SITES[0], "kind": "eager", "compiles": 0, "compiled_calls": 0, "uncompiled_calls": 3}]
     run = record_fx_trace(project, {"calls": 3, "shapes": [], "sites": eager})
-    out = sleuth(project, "remedy", "preview", "lock", "train.py", check=2).stdout
+    out = sleuth(project, "remedy", "preview", "lock", "model_only.py", check=2).stdout
     assert f"fx-trace-state run #{run} saw flex_attention run uncompiled (eager) at {LIBRARY_SITE}" in out
     own = [{**SITES[0], "site": "model:20", "file": "/p/model.py", "line": 20, "library": None}]
     run = record_fx_trace(project, {"calls": 3, "shapes": [], "sites": own})
-    out = sleuth(project, "remedy", "preview", "lock", "train.py", check=2).stdout
+    out = sleuth(project, "remedy", "preview", "lock", "model_only.py", check=2).stdout
     assert f"the compile it would guard is at model:20: /p/model.py:20 (seen by fx-trace-state run #{run}): preview lock" in out
 
 

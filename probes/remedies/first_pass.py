@@ -191,7 +191,7 @@ class _GateWorkers(cst.CSTTransformer):
         if waits.line_names:
             self.found.add(line, f"{node.name.value}() waits on other threads in its loop "
                                  f"(.{waits.line_names[0]}()): a first pass run alone could wait forever; not changed",
-                           handled=False)
+                           left_unlocked=True)
             return
         self._loop = scope
         where = f"its loop ({'for' if isinstance(loop, cst.For) else 'while'})" if loop is not None else "its body"
