@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_cli import sleuth
+from test_cli import sleuth, verdicts
 
 FP = ("probe", "run", "env-fingerprint", "--target", "gpu", "--param", "import_torch=false", "--json")
 
@@ -110,14 +110,14 @@ def test_a_then_b_is_not_a_retest_and_names_every_change_from_the_baseline(tmp_p
     assert changes["sleuth-demo-pkg"] == ("1.0", "2.0")
     assert changes["sleuth-extra"] == (None, "1.0")   # added
     assert changes["sleuth-gone"] == ("1.0", None)    # removed
-    assert second["evidence"] == [{"hypothesis": "version-drift", "verdict": "supports"}]
+    assert verdicts(second) == [{"hypothesis": "version-drift", "verdict": "supports"}]
     # the CLI says what the UI's timeline says of the run: the drift, in words (issue 25, 4)
     drift = [f["text"] for f in second["findings"] if f["kind"] == "drift"]
     assert drift and "sleuth-demo-pkg 1.0 → 2.0" in drift[0], second["findings"]
     # back to A: a question #1 never answered (it had no baseline then) — never a retest
     point(d, venvs["A"] / "bin" / "python")
     third, _ = fingerprint(d, code=0)
-    assert third["retest_of"] is None and third["evidence"] == [{"hypothesis": "version-drift", "verdict": "refutes"}]
+    assert third["retest_of"] is None and verdicts(third) == [{"hypothesis": "version-drift", "verdict": "refutes"}]
     assert not [f for f in flags(d) if f["flag"] == "circular-retest"]
     hyps = {h["id"]: h for h in json.loads(sleuth(d, "hypotheses", "--json").stdout)}
     # drift seen at #2 and gone at #3: the world changed, nothing contradicts — refuted now
