@@ -159,6 +159,8 @@ def nothing_to_change(state: InvestigationState, target: str, remedy: str, where
                 f"the compile happens (run #{run.id} recorded no compile sites)")
     seen = f"seen by fx-trace-state run #{run.id}"
     compiled = [s for s in sites if s.get("kind") != "eager"]
+    # the sites that compile flex_attention (or a function holding it), not torch's own inner compiles
+    compiled = [s for s in compiled if s.get("target") == "flex_attention" or s.get("flex_inside")] or compiled
     if not compiled:
         eager = [s for s in sites if s.get("kind") == "eager"]
         if eager:
