@@ -127,6 +127,16 @@ def _probe_cost(probes: dict[str, Any], probe: str) -> float:
     return float(getattr(p, "cost", 1.0)) if p is not None else float("inf")
 
 
+def _cannot_settle(st: InvestigationState, h: str, probe: str, params: dict[str, Any], target: str) -> bool:
+    """Whether the latest completed run of *probe* with these very params on *target* said
+    nothing about *h* (its test's `applies` rule left it out, e.g. another face of the race):
+    run again as it is, it would say nothing again."""
+    asked = {k: v for k, v in params.items() if k != "baseline_run"}
+    same = [r for r in st.runs.values() if r.probe == probe and r.target == target and r.classification == "completed"
+            and {k: v for k, v in (r.params or {}).items() if k != "baseline_run"} == asked]
+    return bool(same) and not any(e.hypothesis == h for e in st.verdicts_for(same[-1].id))
+
+
 def next_step(
     st: InvestigationState, h: str | None, probes: dict[str, Any], target: str, params_for: Any = None
 ) -> NextStep:
@@ -166,13 +176,25 @@ def next_step(
                     probe=run.probe, hypothesis=h,
                 )
     candidates = []
+    unset: list[tuple[str, list[str]]] = []
     for test in hyp.probes:
         if test.probe not in probes:
             continue
-        check = st.check_before_run(test.probe, params_for(test.probe), target)
+        params = params_for(test.probe)
+        missing = probes[test.probe].missing(params)
+        if missing:  # its default would run nothing of the user's (or sleuth's own example): say what to set
+            unset.append((test.probe, missing))
+            continue
+        if _cannot_settle(st, h, test.probe, {**probes[test.probe].params, **params}, target):
+            continue
+        check = st.check_before_run(test.probe, params, target)
         if check.flagged:
             continue
         candidates.append((_probe_cost(probes, test.probe), test.probe))
+    if not candidates and unset:
+        probe, missing = unset[0]
+        return NextStep("none", "", f"set {' and '.join(missing)} under [probes.{probe}] in sleuth.toml "
+                                    f"(your script that starts the workers) to run {probe}")
     if not candidates:
         return NextStep("none", "", "every probe of it was run in this same state: change something first")
     _cost, probe = min(candidates)

@@ -41,7 +41,7 @@ from .records import (
     RunInfo,
 )
 from .rules import Rule, compile_rule
-from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key, state_key_of_parts
+from .state import STATE_COMPONENTS, canonical, check_key, component_keys, state_key, state_key_of_parts, target_parts
 from .verdict import EVIDENCE_CLASSES, Verdict, judge, result_fields
 from .verification import (
     NOTHING_TO_VERIFY,
@@ -93,6 +93,7 @@ __all__ = [
     "check_key",
     "compile_rule",
     "component_keys",
+    "target_parts",
     "describe_check",
     "describe_retest",
     "describe_revisit",

@@ -3,7 +3,8 @@
 A compile-cache run reports inductor's counters and, per compile, the key inductor computed and
 its named parts with their hashes (FxGraphHashDetails / AOTAutogradCacheDetails, the lines
 inductor logs at debug level). A miss is explained by comparing those parts with the same graph's
-parts in the last run on this target (and entry) that hit: a part whose hash differs is what
+parts in the last run of the same entry that hit in the same cache folder (on the same machine,
+whichever target or environment wrote it): a part whose hash differs is what
 changed. No earlier hit: a cold first look, nothing to compare (``cold``). The same key as the
 hit and still a miss: the entry is gone (``wiped``: the cache folder was emptied or pruned).
 
@@ -57,9 +58,19 @@ def _graph(compile_: dict[str, Any]) -> str | None:
     return gm[0] if isinstance(gm, list) and gm else None
 
 
-def _earlier_hit(st: InvestigationState, target: str, entry: Any) -> Any:
+def _same_folder(run: Any, target: str, result: dict[str, Any]) -> bool:
+    """Whether *run* compiled against the cache folder *result* did: the same folder on the same
+    machine, whichever target or environment wrote it (two venvs on one box share a folder);
+    a run that did not say its machine and folder counts only on the same target."""
+    host, folder = result.get("host"), result.get("cache_dir")
+    if host and folder and run.result.get("host") and run.result.get("cache_dir"):
+        return run.result.get("host") == host and run.result.get("cache_dir") == folder
+    return run.target == target
+
+
+def _earlier_hit(st: InvestigationState, target: str, entry: Any, result: dict[str, Any]) -> Any:
     hits = [r for r in st.runs.values()
-            if r.target == target and r.probe == PROBE_ID and r.classification == "completed"
+            if r.probe == PROBE_ID and r.classification == "completed" and _same_folder(r, target, result)
             and (r.params or {}).get("entry") == entry and int(r.result.get("hits") or 0) > 0
             and _compiles(r.result)]
     return hits[-1] if hits else None
@@ -144,7 +155,7 @@ def with_cache_changes(st: InvestigationState, target: str, params: dict[str, An
     for rec in records:
         if rec.get("kind") == "result" and "misses" in rec and "compiles" in rec:
             misses = int(rec.get("misses") or 0)
-            hit = _earlier_hit(st, target, params.get("entry"))
+            hit = _earlier_hit(st, target, params.get("entry"), rec)
             changes: list[dict[str, Any]] = []
             wiped = False
             if misses and hit is not None:
@@ -152,7 +163,9 @@ def with_cache_changes(st: InvestigationState, target: str, params: dict[str, An
                 wiped = same_key and not changes
             rec = {**rec, "changed": [c["part"] for c in changes], "changes": changes, "wiped": wiped,
                    "cold": bool(misses) and hit is None and not int(rec.get("hits") or 0),
-                   "compared_with": hit.id if hit is not None and misses else None}
+                   "compared_with": hit.id if hit is not None and misses else None,
+                   # the hit another target wrote into this folder (another venv on the same box)
+                   "compared_target": hit.target if hit is not None and misses and hit.target != target else None}
             rec["said"] = said(rec)
         out.append(rec)
     return out
@@ -162,11 +175,12 @@ def said(res: dict[str, Any]) -> str:
     """What a compile-cache run found, in one sentence: what changed since the run that hit, the
     entry gone, a cold first look, every compile a hit, or inductor's reason for bypassing."""
     parts = []
+    on = f" on target {res['compared_target']}, in the same cache folder" if res.get("compared_target") else ""
     if res.get("changes"):
         parts.append("; ".join(str(c.get("text") or c.get("part")) for c in res["changes"])
-                     + f" (since #{res.get('compared_with')}, which hit)")
+                     + f" (since #{res.get('compared_with')}, which hit{on})")
     elif res.get("wiped"):
-        parts.append(f"the same key as #{res.get('compared_with')}, which hit: the entry is gone (wiped or pruned)")
+        parts.append(f"the same key as #{res.get('compared_with')}, which hit{on}: the entry is gone (wiped or pruned)")
     elif res.get("cold"):
         parts.append("a cold first look: no earlier hit to compare with")
     elif int(res.get("misses") or 0) == 0 and int(res.get("hits") or 0) > 0:

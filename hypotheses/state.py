@@ -37,8 +37,20 @@ def check_key(probe: str, params: Mapping[str, Any], target: str, definition: Ma
     return _digest({"probe": probe, "params": dict(params), "target": target, "definition": dict(definition)})
 
 
+# Read only for a probe that names cache folders of its own (compile-cache's `env`): part of that
+# probe's state, never compared with a state read without it.
+OPTIONAL_COMPONENTS = ("entry_caches",)
+
+
 def component_keys(state: Mapping[str, Any]) -> dict[str, str]:
-    return {part: _digest(state.get(part)) for part in STATE_COMPONENTS}
+    parts = {part: _digest(state.get(part)) for part in STATE_COMPONENTS}
+    parts.update({part: _digest(state[part]) for part in OPTIONAL_COMPONENTS if state.get(part) is not None})
+    return parts
+
+
+def target_parts(parts: Mapping[str, str]) -> dict[str, str]:
+    """The parts every state read has (the target's own), for telling whether the target changed."""
+    return {k: v for k, v in parts.items() if k in STATE_COMPONENTS}
 
 
 def state_key(state: Mapping[str, Any], remedies: Iterable[str] = ()) -> str:

@@ -68,7 +68,13 @@ def judge(test: ProbeTest, classification: str, result: Mapping[str, Any]) -> Ve
             missing.append(str(exc))
         except TypeError as exc:  # e.g. a string compared with a number
             return Verdict("inconclusive", f"{rule.source}: {exc}", read)
-    why = "neither rule matched" if not missing else f"result lacks {', '.join(sorted(set(missing)))}"
+    rules = [r for r in (test.supports, test.refutes) if r is not None]
+    if missing:
+        why = f"result lacks {', '.join(sorted(set(missing)))}"
+    elif len(rules) == 1:  # a test with one rule: it did not match, and it is named
+        why = f"{'supports' if rules[0] is test.supports else 'refutes'} rule did not match: {rules[0].source}"
+    else:
+        why = "neither rule matched"
     if test.settle:
         why += f"; what would settle it: {test.settle}"
     return Verdict("inconclusive", why, read)

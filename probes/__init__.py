@@ -7,7 +7,7 @@ Errors (probes/errors.py; catch the root at a boundary)::
 
     ProbesError
      ├── ConfigError        sleuth.toml does not parse or a target is malformed (file:line:col)
-     ├── ProbeError         unknown probe id, or a probe file without a valid PROBE literal
+     ├── ProbeError         unknown probe id, a probe file without a valid PROBE literal, or a required param unset
      ├── RemedyError        a remedy cannot be previewed, applied or reverted
      └── ReachError         a fault on the way to the target (exit status 1, never bad input)
           ├── TransportError  a hop could not be reached (``hop``); raised by connection set-up and

@@ -37,6 +37,13 @@ class ProbeDef:
     fork: bool = False  # safe to run forked from a warm agent (no CUDA, no process-global state)
     stochastic: bool = False  # a sample of a race: a repeat adds trials, it is never a circular retest
     analysis: str | None = None  # what sleuth reads from the records into the result ("stacks": hypotheses/hang.py)
+    # params with no default that fits every project (the user's entry script): a run needs them set
+    required: tuple[str, ...] = ()
+
+    def missing(self, params: dict[str, Any]) -> list[str]:
+        """The required params (the user's entry script) that *params* and the defaults leave unset."""
+        merged = {**self.params, **params}
+        return [name for name in self.required if merged.get(name) in (None, "")]
 
     @property
     def source(self) -> str:
@@ -71,6 +78,7 @@ def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
         fork=bool(meta.get("fork", False)),
         stochastic=bool(meta.get("stochastic", False)),
         analysis=meta.get("analysis"),
+        required=tuple(meta.get("required", ())),
     )
 
 

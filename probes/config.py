@@ -437,4 +437,12 @@ TEMPLATE = '''\
 # control_args = ["--workers", "1"]       # how it runs with ONE worker: the single-thread control
 # control_env = {}                        # or an environment variable that makes it single-threaded
 # trials = 3                              # threaded trials, each on fresh compile caches
+#
+# [probes.fx-trace-state]               # the same entry, watched: compile sites, flags, uncompiled calls
+# entry = "train.py"
+# args = ["--steps", "20"]
+#
+# [probes.compile-cache]                # the entry compiled against the cache folder it uses
+# entry = "train.py"
+# env = { TORCHINDUCTOR_CACHE_DIR = "/data/inductor-cache" }   # the entry's own, if it sets one
 '''

@@ -281,6 +281,13 @@ def _sleuth_main(config):
         "code": code_hash(config.get("code_dir")),
         "caches": caches(),
     }
+    # a probe that runs an entry in an environment of its own (its `env` param) reads the cache
+    # folders that environment names: the entry's own, part of the state a repeat is judged in
+    own = (config.get("params") or {}).get("env")
+    if isinstance(own, dict):
+        folders = {"inductor": own.get("TORCHINDUCTOR_CACHE_DIR"), "triton": own.get("TRITON_CACHE_DIR")}
+        if any(folders.values()):
+            state["entry_caches"] = {k: tree_summary(str(v)) for k, v in folders.items() if v}
     if prefix:
         state["env"]["overlay"] = list(prefix)
     # the variables that change what torch compiles and how (inductor's options, dynamo's, triton's,

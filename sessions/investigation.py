@@ -35,6 +35,7 @@ from ..hypotheses import (
     result_fields,
     state_changes,
     state_key_of_parts,
+    target_parts,
 )
 from ..hypotheses.known import KnownIssue, leaving, match_run
 from .capture import CaptureWriter
@@ -313,7 +314,7 @@ class Investigation(RunJudging):
             return None
         known = self.state.known_state(target)
         parts = check.state_parts or component_keys(measured)
-        changed = known is None or known[1] != parts
+        changed = known is None or target_parts(known[1]) != target_parts(parts)
         if not (changed or check.flagged):
             return None
         data: dict[str, Any] = {"target": target, "state": measured, "state_parts": parts, "state_key": check.expected_state}

@@ -16,7 +16,7 @@ from ..hypotheses import PreRunCheck, fingerprint_changes
 from ..hypotheses.cache_keys import with_cache_changes
 from ..hypotheses.hang import with_hang_analysis
 from ..hypotheses.known import SignatureWatch
-from ..probes import ProgramSpec, Runner, RunOutcome, Target, execute
+from ..probes import ProbeError, ProgramSpec, Runner, RunOutcome, Target, execute
 from ..probes.catalog import ProbeDef
 from ..probes.py_spy import ensure_py_spy
 from .errors import CircularRetest
@@ -92,6 +92,13 @@ def known_json(said: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def request_for_probe(inv: Investigation, probe: ProbeDef, target: Target, params: dict[str, Any]) -> RunRequest:
+    missing = probe.missing(params)
+    if missing:
+        sets = " and ".join(f"{n} = ..." for n in missing)
+        raise ProbeError(
+            f"{probe.id} needs {' and '.join(missing)} (the script that starts your job's workers, relative to "
+            f"the target's workdir): set it under [probes.{probe.id}] in sleuth.toml ({sets}) or pass "
+            f"--param {missing[0]}=PATH; nothing was run")
     merged = {**probe.params, **params}
     runtime = dict(merged)
     baseline = None
@@ -147,12 +154,17 @@ async def measure_state(
     runner: Runner | None = None,
     timeout: float = 60.0,
     prefix: tuple[str, ...] = (),
+    params: dict[str, Any] | None = None,
 ) -> Measured:
     """Read *target*'s state now — interpreter, distributions, code tree hash, compile
     caches — with the prelude alone (through the resident agent: milliseconds; else one
     short session), under the overlays *prefix* when an upgrade is active. A transport fault
     or any other end is an unknown state, never a guess."""
-    outcome = await execute(target, with_overlay(STATE_READ, prefix), _Discard(), runner=runner, timeout=timeout)
+    spec = STATE_READ
+    own = (params or {}).get("env")  # a probe's own environment: the cache folders it names are read too
+    if isinstance(own, dict):
+        spec = replace(spec, params={"env": {k: v for k, v in own.items() if k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}})
+    outcome = await execute(target, with_overlay(spec, prefix), _Discard(), runner=runner, timeout=timeout)
     if outcome.classification == "completed" and outcome.state is not None:
         return Measured(outcome.state, None, outcome.seconds)
     return Measured(None, f"the state of {target.name} could not be read ({outcome.classification}: {outcome.reason})",
@@ -176,7 +188,8 @@ async def check_run(
     """Measure *target*'s state (unless given) and say whether *request* repeats an earlier
     run in it; the state read is recorded when it tells something (see observe_state)."""
     if measured is None:
-        measured = await measure_state(target, runner=runner, prefix=overlay_prefix(inv, target.name))
+        measured = await measure_state(target, runner=runner, prefix=overlay_prefix(inv, target.name),
+                                       params=request.params)
     check = inv.check_before_run(request.probe, request.params, target.name, state=measured.state,
                                  definition=target.definition(), unknown=measured.unknown, stochastic=request.stochastic)
     seq = inv.observe_state(target.name, check)

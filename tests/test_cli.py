@@ -59,7 +59,7 @@ def test_init_then_hypotheses_json_lists_the_four_builtins_open(here):
     assert by_id["compile-race"]["remedies"] == ["lock", "precompile"]
     assert by_id["version-drift"]["probes"] == ["env-fingerprint"]
     assert by_id["cache-invalidation"]["probes"] == ["compile-cache", "cache-inventory"]
-    assert by_id["dense-fallback"]["probes"] == ["dense-fallback"]
+    assert by_id["dense-fallback"]["probes"] == ["dense-fallback", "fx-trace-state"]
     assert [r["id"] for r in by_id["compile-race"]["refinements"]] == ["concurrent-compile", "concurrent-fx-trace"]
 
 
@@ -269,9 +269,10 @@ def test_events_name_each_runs_probe_and_commands_take_a_project_directory(here,
 def test_probe_list_shows_parameters_their_defaults_and_sleuth_toml(here):
     sleuth(here, "init")
     with open(here / "sleuth.toml", "a") as f:
-        f.write('\n[probes.compile-race]\ntrials = 7\n')
+        f.write('\n[probes.compile-race]\ntrials = 7\n\n[probes.fx-trace-state]\nentry = "train.py"\n')
     out = sleuth(here, "probe", "list").stdout
-    assert "params: entry = \"examples/drafter/train.py\"" in out
+    assert "params: entry = (yours to set: required)" in out  # never sleuth's own example
+    assert "entry = \"train.py\" (sleuth.toml)" in out
     assert "trials = 7 (sleuth.toml; default 3)" in out and "control_args = null" in out
     rows = {r["id"]: r for r in json.loads(sleuth(here, "probe", "list", "--json").stdout)}
     assert rows["compile-race"]["params"]["trials"] == 3 and rows["compile-race"]["configured"] == {"trials": 7}

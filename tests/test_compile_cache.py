@@ -181,3 +181,33 @@ def test_a_compile_that_bypasses_the_cache_says_inductors_reason_and_judges_noth
     sleuth(d, "export", "-o", "pm.md")
     pm = (d / "pm.md").read_text()
     assert f"| #{data['run_id']} | local | 0 / 0 / 1 |" in pm and "inductor: Unsupported post grad custom pass" in pm
+
+
+@pytest.mark.slow
+def test_a_miss_is_compared_with_the_last_hit_in_the_same_folder_whichever_environment_wrote_it(tmp_path):
+    """Two environments of the user's on one box (targets `train` and `eval`, the second with an
+    inductor option of its own) and the entry's own cache folder, given as the entry's
+    environment (the probe's `env`), not the target's: a hit in `train`, then `eval` misses and
+    is compared with `train`'s hit in that folder, naming the option; no bypass reason is listed
+    where inductor bypassed nothing."""
+    d = tmp_path / "proj"
+    d.mkdir()
+    sleuth(d, "init")
+    cache = tmp_path / "the-entrys-own-cache"
+    (d / "sleuth.toml").write_text(
+        f'[targets.train]\npython = "{sys.executable}"\n\n'
+        f'[targets.eval]\npython = "{sys.executable}"\nenv = {{ TORCHINDUCTOR_MAX_AUTOTUNE = "1" }}\n\n'
+        f'[probes.compile-cache]\nenv = {{ TORCHINDUCTOR_CACHE_DIR = "{cache}" }}\n')
+    run(d, "--target", "train")
+    warm = run(d, "--target", "train")
+    r = result(warm)
+    assert (r["hits"], r["misses"], r["cache_dir"]) == (1, 0, str(cache)), r
+    assert r["bypass_reasons"] == [] and r["host"], r
+
+    other = run(d, "--target", "eval")
+    r = result(other)
+    assert (r["hits"], r["misses"], r["cache_dir"]) == (0, 1, str(cache)), r
+    assert r["bypass_reasons"] == [] and not r["cold"], r
+    assert (r["compared_with"], r["compared_target"], r["changed"]) == (warm["run_id"], "train", ["inductor config"]), r
+    assert f"since #{warm['run_id']}, which hit on target train, in the same cache folder" in r["said"], r["said"]
+    assert verdicts(other) == [{"hypothesis": "cache-invalidation", "verdict": "supports"}]

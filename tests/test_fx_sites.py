@@ -120,6 +120,9 @@ def test_a_compiled_function_that_calls_flex_attention_in_three_threads(project)
     assert said.startswith(f"attend is compiled at train.py:{site['line']} (1 compile, 12 compiled calls")
     assert said.endswith("no flex_attention call ran uncompiled.")
     assert "never called" not in json.dumps(run)
+    # no uncompiled call: nothing for dense fallback, and nothing against it (one run; says what would)
+    fallback = next(e for e in run["evidence"] if e["hypothesis"] == "dense-fallback")
+    assert fallback["verdict"] == "inconclusive" and "would settle" in fallback["why"], fallback
 
 
 @pytest.mark.torch
@@ -182,3 +185,10 @@ def test_the_hf_drafter_compiles_inside_transformers_and_falls_back_uncompiled(p
     assert all(s["site"].startswith("transformers.integrations.flex_attention:") for s in eager), eager
     assert result["flex_calls"] == result["calls"] + result["uncompiled_calls"] > 0
     assert "never called" not in json.dumps(run)
+    # an uncompiled call in the job itself is the dense path: evidence for dense fallback, measured
+    fallback = next(e for e in run["evidence"] if e["hypothesis"] == "dense-fallback")
+    if result["uncompiled_calls"]:
+        assert fallback["verdict"] == "supports", fallback
+        assert fallback["why"] == f"uncompiled_calls > 0 (uncompiled_calls {result['uncompiled_calls']})", fallback
+    else:
+        assert fallback["verdict"] == "inconclusive" and "would settle" in fallback["why"], fallback

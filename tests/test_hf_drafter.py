@@ -121,5 +121,8 @@ def test_the_first_pass_lock_in_the_users_code_verifies_strong_and_reverts(hunt)
     verified = [e["data"] for e in events if e["kind"] == "application.verified" and e["data"]["run"] == data["run_id"]
                 and e["data"]["hypothesis"] == "compile-race"]
     assert verified and verified[0]["outcome"] == "fixed" and verified[0]["strong"] is True, verified
+    # the run's own answer says it, as the CLI prints it
+    assert any(v.startswith("verified lock #") and "compile-race" in v and ": fixed" in v for v in data["verified"]), \
+        data["verified"]
     sleuth(hunt, "remedy", "revert", "train.py")
     assert drafter.read_bytes() == before

@@ -15,17 +15,43 @@ RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200,
 LOCK = [{"path": "/code/model.py", "before_sha": "aa", "after_sha": "bb", "diff": "+ lock"}]
 
 
+def entry(probe: str) -> dict:
+    return {"entry": "train.py"}  # the user's script, set in sleuth.toml
+
+
 def test_next_step_walks_the_hunt(inv):
     probes = builtin_probes()
     assert next_step(inv.state, None, probes, "local").text == "select a hypothesis"
-    first = next_step(inv.state, "compile-race", probes, "local")
+    first = next_step(inv.state, "compile-race", probes, "local", entry)
     assert first.action == "run" and first.key == "r" and first.probe in ("compile-race", "fx-trace-state")
     race = record_run(inv, "compile-race", RACE_FAIL, env_state())
-    step = next_step(inv.state, "compile-race", probes, "local")
+    step = next_step(inv.state, "compile-race", probes, "local", entry)
     assert (step.action, step.key, step.remedy, step.text) == ("remedy", "f", "lock", "apply lock")
     inv.record_application("lock", "local", LOCK, hypothesis="compile-race")
-    step = next_step(inv.state, "compile-race", probes, "local")
+    step = next_step(inv.state, "compile-race", probes, "local", entry)
     assert step.action == "run" and step.text == f"re-run #{race} compile-race under lock to verify"
+
+
+def test_next_step_never_points_at_sleuths_own_example_and_skips_a_probe_that_cannot_settle(inv):
+    probes = builtin_probes()
+    # a user's project with no entry set: the step says what to set, never runs examples/drafter
+    step = next_step(inv.state, "compile-race", probes, "local")
+    assert (step.action, step.probe) == ("none", None), step
+    assert step.text == ("set entry under [probes.compile-race] in sleuth.toml (your script that starts the "
+                         "workers) to run compile-race")
+    # a compile race the user says races by compiling (race = "compile"): its run gives concurrent
+    # FX trace no evidence (the test's `applies` leaves it out), so run again as it is it cannot
+    # settle that hypothesis; the step is the one that can (here: set fx-trace-state's entry)
+    params = {**probes["compile-race"].params, "entry": "train.py", "race": "compile"}  # as a run records them
+    record_run(inv, "compile-race", {**RACE_FAIL, "race": "compile"}, env_state(), params=params)
+    assert not [e for e in inv.state.verdicts_for(max(inv.state.runs)) if e.hypothesis == "concurrent-fx-trace"]
+    mine = {"compile-race": {"entry": "train.py", "race": "compile"}}
+    step = next_step(inv.state, "concurrent-fx-trace", probes, "local", lambda probe: dict(mine.get(probe, {})))
+    assert step.text.startswith("set entry under [probes.fx-trace-state]"), step
+    # told to race by FX tracing, compile-race can speak to it again
+    mine["compile-race"]["race"] = "fx-trace"
+    step = next_step(inv.state, "concurrent-fx-trace", probes, "local", lambda probe: dict(mine.get(probe, {})))
+    assert (step.action, step.probe) == ("run", "compile-race"), step
 
 
 def test_next_step_never_suggests_a_circular_retest(inv):

@@ -14,9 +14,9 @@ PROBE = {
     "timeout": 600,
     "cost": 2,
     "analysis": "compile-cache",
-    "params": {"entry": None, "args": []},
+    "params": {"entry": None, "args": [], "env": {}},
     "reports": ["hits", "misses", "bypasses", "autograd_hits", "autograd_misses", "autograd_bypasses", "changed",
-                "wiped", "compared_with", "cold", "cache_dir", "bypass_reasons"],
+                "wiped", "compared_with", "cold", "cache_dir", "bypass_reasons", "host"],
 }
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
@@ -69,12 +69,14 @@ def spy(module, name, kind):
         return got
     setattr(module, name, noted)
 
+# inductor's two bypass lines, exactly: its debug lines (the key's parts) may hold the word too
+BYPASS = re.compile(r"^Bypassing FX Graph Cache because '(.*)'$|^Bypassing autograd cache due to:? (.*)$", re.S)
+
 class Bypass(logging.Handler):
     def emit(self, record):
-        text = record.getMessage()
-        if "ypass" in text:  # "Bypassing FX Graph Cache because '<reason>'", "... autograd cache due to: <reason>"
-            m = re.search(r"because '(.*)'$|due to:? (.*)$", text, re.S)
-            bypass.append(((m.group(1) or m.group(2)) if m else text).strip()[:300])
+        m = BYPASS.match(record.getMessage())
+        if m:
+            bypass.append((m.group(1) if m.group(1) is not None else m.group(2)).strip()[:300])
 
 for name in ("torch._functorch._aot_autograd.autograd_cache", "torch._inductor.codecache"):
     lg = logging.getLogger(name)
@@ -112,7 +114,8 @@ except Exception:
 cuda = torch.cuda.is_available()
 system = {"cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None), "triton": triton_version,
           "device": torch.cuda.get_device_name() if cuda else "cpu"}
-json.dump({"inductor": dict(counters["inductor"]), "aot": dict(counters["aot_autograd"]), "keys": keys,
+import socket
+json.dump({"host": socket.gethostname(), "inductor": dict(counters["inductor"]), "aot": dict(counters["aot_autograd"]), "keys": keys,
            "bypass": bypass, "failed": failed, "system": system,
            "torch": {"version": torch.__version__, "git": torch.version.git_version},
            "cache_dir": codecache.cache_dir()}, open(out, "w"), default=str)
@@ -125,11 +128,12 @@ def main():
         emit("error", message=f"entry {entry} not found in {os.getcwd()}: nothing was compiled; pass "
                               "--param entry=PATH (relative to the target's workdir), or leave it out for the built-in compile")
         return
+    # the entry's own environment (its TORCHINDUCTOR_CACHE_DIR above all): the cache it uses
+    env = {**os.environ, **{str(k): str(v) for k, v in (params.get("env") or {}).items()}}
     fd, out = tempfile.mkstemp(prefix="sleuth-compile-cache-", suffix=".json")
     os.close(fd)
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, out, entry, *map(str, params.get("args") or [])],
-                              env=os.environ.copy())
+        proc = subprocess.run([sys.executable, "-c", CHILD, out, entry, *map(str, params.get("args") or [])], env=env)
         try:
             with open(out) as f:
                 seen = json.load(f)
@@ -145,9 +149,12 @@ def main():
          bypasses=int(ind.get("fxgraph_cache_bypass", 0)),
          autograd_hits=int(aot.get("autograd_cache_hit", 0)), autograd_misses=int(aot.get("autograd_cache_miss", 0)),
          autograd_bypasses=int(aot.get("autograd_cache_bypass", 0)),
-         bypass_reasons=sorted(set(seen["bypass"]))[:10], compiles=seen["keys"], torch=seen["torch"],
-         system=seen["system"], cache_dir=seen["cache_dir"],
-         triton_cache_dir=os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache"),
+         # reasons only where inductor counted a bypass
+         bypass_reasons=sorted(set(seen["bypass"]))[:10] if int(ind.get("fxgraph_cache_bypass", 0))
+         + int(aot.get("autograd_cache_bypass", 0)) else [],
+         compiles=seen["keys"], torch=seen["torch"], system=seen["system"], cache_dir=seen["cache_dir"],
+         host=seen.get("host"),
+         triton_cache_dir=env.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache"),
          entry=entry or "(built-in)", failed=seen["failed"])
 
 

@@ -17,9 +17,10 @@ PROBE = {
     "timeout": 600,
     "cost": 15,
     "needs": ["torch"],
-    "params": {"entry": "examples/drafter/train.py", "args": [], "max_calls": 100000},
+    "required": ["entry"],  # the user's own script: no default fits every project
+    "params": {"entry": None, "args": [], "max_calls": 100000},
     "reports": ["calls", "uncompiled_calls", "flex_calls", "flex_traced", "flag_set_calls", "compiling_seen_calls", "flag_scope",
-                "patcher_seen_calls", "overlaps", "traces", "tracing_threads", "threads", "shapes", "errors",
+                "patcher_seen_calls", "overlaps", "traces", "tracing_threads", "compile_traces", "compile_overlaps", "threads", "shapes", "errors",
                 "mean_call_ms", "sites", "exit", "threads_died", "died_of", "main_error", "said"],
 }
 
@@ -50,13 +51,14 @@ if _this is not None and _this.__dict__ is globals():
 import torch
 import torch.fx._symbolic_trace as fx_trace
 import torch.nn.attention.flex_attention as flex_module
+from torch._guards import CompileContext, TracingContext
 
 _flex = flex_module.flex_attention  # the real one: what every compile of flex_attention compiles
 
 P = {**PROBE["params"], **params}
 lock = threading.Lock()
 calls = []
-traces = []  # (thread, start, end)
+traces = []  # (thread, start, end, inside_compile)
 errors = {}
 shapes = {}
 sites = {}  # key -> the site's record, in the order first seen
@@ -351,13 +353,21 @@ def sleuth_compile(*args, **kwargs):
 real_trace = fx_trace.Tracer.trace
 
 
+def inside_compile():
+    """Whether this thread is inside torch.compile (dynamo or AOTAutograd tracing the graph with
+    FX's tracer): such a trace is the compile race's own, not a symbolic trace of the user's or a
+    library's (torch's compile and tracing contexts are thread-local)."""
+    return CompileContext.try_get() is not None or TracingContext.try_get() is not None
+
+
 def sleuth_trace(self, *args, **kwargs):
     started = time.perf_counter()
+    compiling = inside_compile()
     try:
         return real_trace(self, *args, **kwargs)
     finally:
         with lock:
-            traces.append((threading.current_thread().name, started, time.perf_counter()))
+            traces.append((threading.current_thread().name, started, time.perf_counter(), compiling))
 
 
 real_excepthook = threading.excepthook
@@ -483,12 +493,19 @@ if not compiled_n + uncompiled_n + traced_flex[0]:  # flex_attention traced into
         f"{P['entry']} ran ({said}) but never called a compiled flex_attention, nor an uncompiled one: there was "
         "nothing to observe, so this says nothing about the race (is it the right entry, with the right args?)"
     )
-overlaps = 0
-for tname_, start, end, _flag, _c in calls:
-    for tname, tstart, tend in traces:
-        if tname != tname_ and tstart < end and start < tend:
-            overlaps += 1
-            break
+
+
+def overlapping(spans):
+    """Compiled calls that overlap a trace in another thread."""
+    n = 0
+    for tname_, start, end, _flag, _c in calls:
+        if any(tname != tname_ and tstart < end and start < tend for tname, tstart, tend, _in in spans):
+            n += 1
+    return n
+
+
+fx_traces = [t for t in traces if not t[3]]  # symbolic traces: the user's or a library's
+compile_traces = [t for t in traces if t[3]]  # torch.compile's own graph capture
 durations = [(e - s) * 1000 for _n, s, e, _f, _c in calls]
 emit(
     "result",
@@ -500,9 +517,11 @@ emit(
     compiling_seen_calls=sum(1 for c in calls if c[4]),
     flag_scope=FLAG_SCOPE,
     patcher_seen_calls=patcher_calls[0],
-    overlaps=overlaps,
-    traces=len(traces),
-    tracing_threads=sorted({t[0] for t in traces}),
+    overlaps=overlapping(fx_traces),
+    traces=len(fx_traces),
+    tracing_threads=sorted({t[0] for t in fx_traces}),
+    compile_traces=len(compile_traces),
+    compile_overlaps=overlapping(compile_traces),
     threads=sorted({c[0] for c in calls}),
     shapes=list(shapes.values()),
     errors=errors,

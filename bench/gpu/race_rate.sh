@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Reproduction rate of the transformers drafter's compile race on a GPU, before and after
+# sleuth's lock remedy (train_locked.py is train.py after `sleuth remedy apply lock train.py`,
+# unchanged otherwise). Each run is a fresh process on a cold inductor/triton cache of its
+# own; PAR runs side by side. Prints one line per variant: failed runs of N, and why they died.
+#   bash bench/gpu/race_rate.sh N PAR [ARGS...]     (e.g. 10 5 --workers 3 --steps 20)
+set -u
+N=${1:-10}; PAR=${2:-5}; shift 2 || true
+ARGS=("$@")
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUTDIR=${OUT:-/tmp/race_rate}
+mkdir -p "$OUTDIR"
+python -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.get_device_name())"
+for variant in train train_locked; do
+  log="$OUTDIR/$variant"
+  mkdir -p "$log"
+  start=$(date +%s)
+  seq 1 "$N" | xargs -P "$PAR" -I{} bash -c '
+    d=$(mktemp -d); 
+    TORCHINDUCTOR_CACHE_DIR=$d/inductor TRITON_CACHE_DIR=$d/triton timeout 540 python "$0/$1.py" "${@:3}" >"$2/{}.out" 2>"$2/{}.err"
+    echo $? >"$2/{}.rc"; rm -rf "$d"' "$HERE" "$variant" "$log" "${ARGS[@]}"
+  failed=0; reasons=""
+  for i in $(seq 1 "$N"); do
+    rc=$(cat "$log/$i.rc")
+    if [ "$rc" != 0 ]; then
+      failed=$((failed+1))
+      reasons+="$(grep -hoE '^(RuntimeError|TypeError|AssertionError|[A-Za-z]+Error): .{0,90}' "$log/$i.err" | sort | uniq -c | sort -rn | head -1 | sed 's/^ *//')"$'\n'
+    fi
+  done
+  echo "$variant: $failed of $N runs failed ($(( $(date +%s) - start )) s)"
+  printf '%s' "$reasons" | sort | uniq -c | sort -rn | head -5
+done
