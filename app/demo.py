@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -32,10 +33,14 @@ from .timeline import run_findings
 __all__ = ["cmd_demo"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drafter"
+CACHES = ".sleuth/caches"  # the demo's own compile caches, under its directory
 CONFIG = """\
-# sleuth.toml for the demo: the local target, with the example drafter as its code.
+# sleuth.toml for the demo: the local target, with the example drafter as its code, and
+# compile caches of its own: the default /tmp/torchinductor_$USER is every environment's of
+# this user, so the demo's first look at the cache is cold on any machine.
 [targets.local]
-code = { local = "drafter" }
+code = {{ local = "drafter" }}
+env = {{ TORCHINDUCTOR_CACHE_DIR = {inductor}, TRITON_CACHE_DIR = {triton} }}
 
 # The reproduction: the drafter's own entry point, short, one cold-cache trial; its own
 # flags make the single-thread control, and it races by FX tracing (its default).
@@ -84,6 +89,54 @@ def _guide():
     ))
 
 
+class Progress:
+    """A long run, as it goes: each of a probe's runs as it ends ("trial 2 of 5 passed in 41 s ·
+    3 of 6 runs done, 2 running · 43 s"), from its ``progress`` records; at a terminal, a line
+    that counts the seconds between them."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.live = sys.stdout.isatty()
+        self._tick: asyncio.Task | None = None
+        self._shown = False
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self._tick = asyncio.get_running_loop().create_task(self._count())
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._tick is not None:
+            self._tick.cancel()
+        self._clear()
+
+    async def _count(self) -> None:
+        while True:
+            await asyncio.sleep(1)
+            sys.stdout.write(f"\r    … {time.monotonic() - self.started:.0f} s")
+            sys.stdout.flush()
+            self._shown = True
+
+    def _clear(self) -> None:
+        if self._shown:
+            sys.stdout.write("\r\033[K")
+            self._shown = False
+
+    def record(self, rec: dict) -> None:
+        if rec.get("kind") != "progress":
+            return
+        said = str(rec.get("said") or "")
+        if rec.get("event") == "started" and rec.get("done") == 0 and rec.get("running") == 1:
+            if not isinstance(rec.get("of"), int) or rec["of"] < 2:
+                return
+            width = rec.get("side_by_side") or 1
+            said = f"{rec['of']} runs, " + (f"{width} side by side" if width > 1 else "one after another")
+        elif rec.get("event") != "ended":
+            return
+        self._clear()
+        print(f"      {said}", flush=True)
+
+
 def _say(step: int, text: str) -> None:
     print(f"\n[{step}] {text}", flush=True)
 
@@ -91,10 +144,20 @@ def _say(step: int, text: str) -> None:
 MARKER = ".sleuth-demo.json"  # what the demo wrote here: {relative path: sha256}
 
 
-def _demo_files() -> dict[str, bytes]:
+def _demo_files(directory: Path) -> dict[str, bytes]:
     files = {f"drafter/{p.name}": p.read_bytes() for p in sorted(EXAMPLE.glob("*.py"))}
-    files["sleuth.toml"] = CONFIG.encode()
+    caches = directory / CACHES
+    # a TOML basic string is a JSON string for any path (quotes and backslashes escaped alike)
+    files["sleuth.toml"] = CONFIG.format(inductor=json.dumps(str(caches / "inductor")),
+                                         triton=json.dumps(str(caches / "triton"))).encode()
     return files
+
+
+def open_command(given: str) -> str:
+    """The one command that opens the demo's hunt in the UI from where the user ran the demo
+    (*given*: the directory as they typed it): the project's own sleuth.toml is found from
+    there, so runs from the UI use the demo's target and code."""
+    return f"cd {shlex.quote(given)} && sleuth"
 
 
 def setup(directory: Path, force: bool = False) -> Workspace:
@@ -103,7 +166,7 @@ def setup(directory: Path, force: bool = False) -> Workspace:
     demo only with *force*, and then beside what is there."""
     if not EXAMPLE.is_dir():
         raise UsageError(f"the example drafter is not at {EXAMPLE}: this sleuth installation is incomplete; reinstall it")
-    files = _demo_files()
+    files = _demo_files(directory)
     marker = directory / MARKER
     wrote: dict[str, str] = json.loads(marker.read_text()) if marker.is_file() else {}
     conflicts = [rel for rel in files if (directory / rel).exists()
@@ -168,7 +231,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             inv.close()
             print(
                 "\nNot at a terminal, so the UI is not opened. Open it with\n"
-                f"  cd {directory} && sleuth\nor run the whole investigation headless with\n  sleuth demo --auto {args.dir}"
+                f"  {open_command(args.dir)}\nor run the whole investigation headless with\n"
+                f"  sleuth demo --auto {shlex.quote(args.dir)}"
             )
             return 0
         os.chdir(directory)
@@ -179,6 +243,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from .tui import SleuthApp
 
         SleuthApp.live(Workspace(directory), hint=_guide()).run()
+        print(f"the hunt is kept: open it again with  {open_command(args.dir)}")
         return 0
     started = time.monotonic()
     config = load_config(ws.config_path)
@@ -190,7 +255,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     async def run(probe: str, params: dict, flagged: CircularRetest | None = None):
         req = request_for_probe(inv, probes[probe], target, config.params_for(probe, params))
         check = flagged.check if flagged is not None else None  # run what was asked about, without a second read
-        report = await run_probe(inv, target, req, force=flagged is not None, runner=agents, check=check)
+        with Progress() as progress:
+            report = await run_probe(inv, target, req, force=flagged is not None, runner=agents, check=check,
+                                     on_record=progress.record)
         data = report.to_json(inv)
         verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
         verdicts += inv.state.verified_by(report.run)
@@ -260,5 +327,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print("\n".join(f"    ⓚ {line}" for line in known))
     print(f"\npostmortem: {out}\nfull output of each run: {out.with_name('postmortem-output')}/\n"
           f"the session: {directory / '.sleuth'} (sleuth replay --json, sleuth events)\n"
-          f"done in {time.monotonic() - started:.0f} s")
+          f"done in {time.monotonic() - started:.0f} s\n\n"
+          f"Open the hunt in the UI:  {open_command(args.dir)}")
     return 0

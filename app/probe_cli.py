@@ -206,9 +206,25 @@ def _shown_record(line: bytes) -> bytes:
     body = record_line(line.decode("utf-8", "replace").rstrip("\n"))
     if body is None:
         return line
+    progress = _progress_said(body)
+    if progress is not None:  # a long run's step as it goes: "trial 2 of 5 passed in 41 s · 3 of 6 runs done …"
+        return f"⟨progress⟩ {progress}\n".encode()
     if len(body) > RECORD_SHOWN:
         body = f"{body[:RECORD_SHOWN]}… (+{len(body) - RECORD_SHOWN} chars: `sleuth output` has it whole)"
     return f"⟨record⟩ {body}\n".encode()
+
+
+def _progress_said(body: str) -> str | None:
+    """A ``progress`` record's sentence, or None for any other record."""
+    if '"progress"' not in body:
+        return None
+    try:
+        rec = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict) or rec.get("kind") != "progress" or not rec.get("said"):
+        return None
+    return str(rec["said"])
 
 
 class _Echo:

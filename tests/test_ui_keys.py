@@ -165,9 +165,27 @@ async def test_question_mark_shows_every_key_and_esc_closes_it(tmp_path: Path):
         assert not isinstance(app.screen, KeysSheet)
         # the legend says what the glyphs mean, and refuted is never a tick
         legend = text_of(app, "#legend")
-        assert "✗refuted" in legend and "★confirmed" in legend and "●supported" in legend and "?mixed" in legend
+        # in the detail pane's words: ? is what an inconclusive hypothesis shows, never "mixed"
+        for mark in ("○open", "●supported", "★confirmed", "✗refuted", "?inconclusive", "▲supports", "▼refutes"):
+            assert mark in legend, (mark, legend)
+        assert "mixed" not in legend
         refuted = str(node_for(app, "hypothesis", "version-drift").label)
         assert refuted.startswith("✗") and "✓" not in refuted
+
+
+async def test_the_legend_fits_whole_at_80_by_24(tmp_path: Path):
+    """A laptop's terminal: the tree column is narrow, so the legend takes the lines it needs and
+    no mark is cut off (issue 46: one line of it ended in an ellipsis)."""
+    ws = make_workspace(tmp_path / "proj")
+    path = recorded_hunt(ws.dir / "hunt.sleuth")
+    app = SleuthApp.live(ws, path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        legend = app.screen.query_one("#legend", Static)
+        lines = text_of(app, "#legend").splitlines()
+        assert 1 < len(lines) <= 3 and legend.size.height == len(lines), lines
+        assert all(len(line) <= legend.content_size.width for line in lines), (lines, legend.content_size)
+        assert "?inconclusive" in "\n".join(lines) and "…" not in "".join(lines)
 
 
 async def test_dialogs_show_their_keys_and_arrows_move_between_buttons(tmp_path: Path):

@@ -22,11 +22,13 @@ from textual.message import Message
 from textual.widgets import Input, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
-from ...hypotheses import STATUS_LEGEND, Event, EventKind, InvestigationState
+from ...hypotheses import STATUS_GLYPHS, Event, EventKind, InvestigationState
 from ...probes import Target
 from ...sessions import Store
 from ..timeline import event_sentence, timeline_rows
 from ..views import (
+    STATUS_STYLE,
+    VERDICT_STYLE,
     NextStep,
     Selection,
     clock,
@@ -89,10 +91,39 @@ class TreeColumn(Vertical):
 
 
 class Legend(Static):
-    """What the tree's glyphs mean, always under it."""
+    """What each mark of the tree means, always under it: a hypothesis's status in the words and
+    colours the detail pane gives it (●supported, ?inconclusive), and the evidence counts
+    (▲supports, ▼refutes); on as many lines as the column's width needs."""
+
+    MARKS: tuple[tuple[str, str, str], ...] = (
+        *((glyph, status, STATUS_STYLE[status]) for status, glyph in STATUS_GLYPHS.items()),
+        ("▲", "supports", VERDICT_STYLE["supports"]),
+        ("▼", "refutes", VERDICT_STYLE["refutes"]),
+    )
+
+    @classmethod
+    def text_for(cls, width: int) -> Text:
+        """The legend laid out in lines of at most *width* cells (a mark and its word never split)."""
+        text = Text(no_wrap=True, overflow="ellipsis")
+        used = 0
+        for glyph, word, style in cls.MARKS:
+            cells = len(glyph) + len(word)
+            if used and used + 2 + cells > width:
+                text.append("\n")
+                used = 0
+            elif used:
+                text.append("  ")
+                used += 2
+            text.append(glyph, style=style or "bold")
+            text.append(word, style=style or "")
+            used += cells
+        return text
 
     def on_mount(self) -> None:
-        self.update(Text(STATUS_LEGEND, style="dim", no_wrap=True, overflow="ellipsis"))
+        self.update(self.text_for(self.content_size.width or 80))
+
+    def on_resize(self) -> None:
+        self.update(self.text_for(self.content_size.width or 80))
 
 
 class TitleBar(Static):
@@ -205,6 +236,7 @@ class LiveRun:
     run: int
     elapsed: float
     spin: int
+    progress: str | None = None  # the probe's own word on how far it is ("trial 2 of 5 passed in 41 s · …")
 
 
 class RunPane(Vertical):
@@ -249,6 +281,8 @@ class RunPane(Vertical):
         text.append_text(run_summary(st, run.id, view.total, summary["bytes"], running_for))
         if view.stream:
             text.append(f" ({view.stream})", style="magenta")
+        if run.classification is None and live is not None and live.run == run.id and live.progress:
+            text.append(f" · {live.progress}", style="yellow")
         if run.classification is None and running_for is not None:
             text.append("  [x] cancel", style="bold")
         if view.hits is not None and view.term:
@@ -266,7 +300,7 @@ class RunPane(Vertical):
             text.append(f" · {run.reason}", style="dim")
         header.update(text)
         header.set_class(run.classification is None, "-running")
-        records = [r for r in run.records if r.get("kind") not in ("done", "state")]
+        records = [r for r in run.records if r.get("kind") not in ("done", "state", "progress")]
         if isinstance(run.result.get("per_rank"), list):  # a stacks run: the ranks × where they wait
             pinned.update(ranks_table(run.result, most=16))
             pinned.set_class(False, "-hidden")

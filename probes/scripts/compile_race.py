@@ -198,46 +198,70 @@ if os.environ.get("SLEUTH_RACE_PARENT") == str(os.getppid()):
 TYPE_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt))\b", re.M)
 
 
-def run_once(args, extra_env, trial):
-    work = tempfile.mkdtemp(prefix="sleuth-race-")
-    hook_dir = os.path.join(work, "hook")
-    os.mkdir(hook_dir)
-    with open(os.path.join(hook_dir, "sitecustomize.py"), "w") as f:
-        f.write(HOOK)
-    report = os.path.join(work, "report.json")
-    env = dict(os.environ)
-    env.update(extra_env)
-    env["PYTHONPATH"] = hook_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["SLEUTH_RACE_PARENT"] = str(os.getpid())
-    env["SLEUTH_RACE_REPORT"] = report
-    if P["cold_cache"]:
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "inductor")
-        env["TRITON_CACHE_DIR"] = os.path.join(work, "triton")
-    argv = [sys.executable, ENTRY, *ARGS, *args]
-    started = time.monotonic()
-    sys.stdout.write(f"--- sleuth: {trial}: {' '.join(argv[1:])}\n")
-    sys.stdout.flush()
-    timed_out = False
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env,
-                              timeout=P["per_run_timeout"])
-        out, err, code = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        timed_out = True
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        code = None
-    sys.stdout.write(out)
-    sys.stderr.write(err)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    rep = None
-    try:
-        with open(report) as f:
-            rep = json.load(f)
-    except (OSError, ValueError):
-        pass
-    shutil.rmtree(work, ignore_errors=True)
+class Run:
+    """One run of the entry, started as a process of its own with its own cold caches and its
+    own startup hook; :meth:`finish` reads what it did once it has ended."""
+
+    def __init__(self, args, extra_env, trial):
+        self.trial = trial
+        self.work = tempfile.mkdtemp(prefix="sleuth-race-")
+        hook_dir = os.path.join(self.work, "hook")
+        os.mkdir(hook_dir)
+        with open(os.path.join(hook_dir, "sitecustomize.py"), "w") as f:
+            f.write(HOOK)
+        self.report = os.path.join(self.work, "report.json")
+        env = dict(os.environ)
+        env.update(extra_env)
+        env["PYTHONPATH"] = hook_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["SLEUTH_RACE_PARENT"] = str(os.getpid())
+        env["SLEUTH_RACE_REPORT"] = self.report
+        if P["cold_cache"]:
+            env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.work, "inductor")
+            env["TRITON_CACHE_DIR"] = os.path.join(self.work, "triton")
+        self.argv = [sys.executable, ENTRY, *ARGS, *args]
+        # its output goes to files, said whole and in order when it ends (runs side by side never interleave)
+        self.out = open(os.path.join(self.work, "stdout"), "w+b")
+        self.err = open(os.path.join(self.work, "stderr"), "w+b")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL, env=env)
+        self.timed_out = False
+
+    def ended(self):
+        """Whether the run has ended (one past its time limit is killed, and has)."""
+        if self.proc.poll() is not None:
+            return True
+        if time.monotonic() - self.started > P["per_run_timeout"]:
+            self.timed_out = True
+            self.proc.kill()
+            self.proc.wait()
+            return True
+        return False
+
+    def finish(self):
+        code = None if self.timed_out else self.proc.returncode
+        seconds = round(time.monotonic() - self.started, 1)
+        texts = []
+        for f in (self.out, self.err):
+            f.seek(0)
+            texts.append(f.read().decode(errors="replace"))
+            f.close()
+        out, err = texts
+        sys.stdout.write(f"--- sleuth: {self.trial}: {' '.join(self.argv[1:])}\n")
+        sys.stdout.write(out)
+        sys.stderr.write(err)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        rep = None
+        try:
+            with open(self.report) as f:
+                rep = json.load(f)
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(self.work, ignore_errors=True)
+        return _trial(self.trial, code, self.timed_out, seconds, rep, err)
+
+
+def _trial(trial, code, timed_out, seconds, rep, err):
     errors = {}
     for m in TYPE_LINE.finditer(err):  # the tracebacks the entry printed, its own included
         errors[m.group(1)] = errors.get(m.group(1), 0) + 1
@@ -251,7 +275,7 @@ def run_once(args, extra_env, trial):
         "trial": trial,
         "exit": code,
         "timed_out": timed_out,
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": seconds,
         "measured": rep is not None,
         "threads": (rep or {}).get("threads_started"),
         "thread_names": ((rep or {}).get("thread_names") or [])[:32],
@@ -266,6 +290,49 @@ def run_once(args, extra_env, trial):
     }
     t["failed"] = bool(timed_out or code != 0 or died)
     return t
+
+
+def side_by_side():
+    """How many runs go at once: one per core this probe may use. Each run is a process of its
+    own with its own cold caches, so runs side by side are as independent as runs one after
+    another; SLEUTH_RACE_SIDE_BY_SIDE=1 runs them one after another."""
+    wanted = os.environ.get("SLEUTH_RACE_SIDE_BY_SIDE", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def run_all(planned):
+    """Run every (args, env, name) of *planned*, as many side by side as :func:`side_by_side`
+    allows, in order; each run's result in the order planned. A ``progress`` record says each
+    start and end: which run, how many are done of how many, how long since the first began."""
+    width = min(side_by_side(), len(planned)) or 1
+    t0 = time.monotonic()
+    waiting = list(enumerate(planned))
+    running, results = [], [None] * len(planned)
+
+    def progress(event, name, said):
+        done = sum(r is not None for r in results)
+        elapsed = round(time.monotonic() - t0, 1)
+        emit("progress", event=event, run=name, done=done, of=len(planned), running=len(running),
+             side_by_side=width, elapsed=elapsed,
+             said=f"{said} · {done} of {len(planned)} runs done, {len(running)} running · {elapsed:.0f} s")
+
+    while waiting or running:
+        while waiting and len(running) < width:
+            i, (args, env, name) = waiting.pop(0)
+            running.append((i, Run(args, env, name)))
+            progress("started", name, f"{name} started" + (f" ({width} side by side)" if width > 1 else ""))
+        time.sleep(0.2)
+        for item in [r for r in running if r[1].ended()]:
+            running.remove(item)
+            i, run = item
+            results[i] = t = run.finish()
+            progress("ended", run.trial, f"{run.trial} {_how(t)} in {t['seconds']:.0f} s")
+    return results
 
 
 def _counts(d):
@@ -290,7 +357,11 @@ def _how(t):
     return ", ".join(bits)
 
 
-trials = [run_once(*THREADED, trial=f"trial {k + 1} of {int(P['trials'])}") for k in range(int(P["trials"]))]
+planned = [(*THREADED, f"trial {k + 1} of {int(P['trials'])}") for k in range(int(P["trials"]))]
+if CONTROL is not None:
+    planned.append((*CONTROL, "single-thread control"))
+ran = run_all(planned)
+trials, control = ran[:int(P["trials"])], (ran[-1] if CONTROL is not None else None)
 started = [t["threads"] for t in trials if t["threads"] is not None]
 no_thread = [t for t in trials if t["threads"] == 0 and not t["library_threads"]]
 if trials and all(t["failed"] for t in trials) and len(no_thread) == len(trials):
@@ -299,7 +370,6 @@ if trials and all(t["failed"] for t in trials) and len(no_thread) == len(trials)
         "the threaded phase never ran, so this says nothing of a race (its output is above; are args and "
         "threaded_args what the entry takes?)"
     )
-control = run_once(*CONTROL, trial="single-thread control") if CONTROL is not None else None
 errors, died_of = {}, {}
 for t in trials:
     for name, n in t["errors"].items():

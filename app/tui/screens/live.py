@@ -56,6 +56,7 @@ class InvestigationScreen(RemedyActions):
         self._cancel: asyncio.Event | None = None
         self._starting = False  # reading the target's state / asking before a retest
         self._spin = 0
+        self._progress: str | None = None  # the running probe's last progress sentence
 
     @property
     def inv(self) -> Investigation:
@@ -97,7 +98,7 @@ class InvestigationScreen(RemedyActions):
     def live(self) -> LiveRun | None:
         if self.live_run is None:
             return None
-        return LiveRun(self.live_run, time.monotonic() - self.live_started, self._spin)
+        return LiveRun(self.live_run, time.monotonic() - self.live_started, self._spin, self._progress)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -205,13 +206,18 @@ class InvestigationScreen(RemedyActions):
 
         def started(run: int) -> None:
             self.live_run = run
+            self._progress = None
             self.refresh_all()
             self.show_output(run)
+
+        def heard(rec: dict[str, Any]) -> None:  # a long run's step (trial 2 of 5 …), for the run header
+            if rec.get("kind") == "progress" and rec.get("said"):
+                self._progress = str(rec["said"])
 
         try:
             report = await run_probe(
                 self.inv, target, request, force=force, cancel=self._cancel, runner=self.app.runner,
-                on_start=started, check=check,
+                on_start=started, on_record=heard, check=check,
             )
         except CircularRetest as flag:  # another writer ran it meanwhile
             self.notify(f"circular retest: {flag}", severity="warning")
