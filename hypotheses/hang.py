@@ -338,13 +338,15 @@ def analyze_stacks(records: Iterable[Mapping[str, Any]], member_of: Mapping[int,
     views = [_view(r, (member_of or {}).get(i)) for i, r in enumerate(recs)]
     if window is None:
         window = max((float(r.get("window_s") or 0) for r in records_list if r.get("kind") == "result"), default=0.0)
-    out = _analyze(recs, views, window)
+    result = next((r for r in records_list if r.get("kind") == "result"), {})
+    out = _analyze(recs, views, window, (str(result.get("looked_for") or ""), result.get("chosen")), member_of)
     helpers = [h for r in records_list if r.get("kind") == "result" for h in (r.get("helpers") or [])]
     if helpers:
         kinds = Counter(str(h.get("comm") or "?") for h in helpers)
         out["sentences"].append(
-            f"{len(helpers)} child process{'es' if len(helpers) != 1 else ''} of the ranks, with their rank's RANK ("
-            + ", ".join(f"{c} ×{n}" for c, n in kinds.most_common()) + "), are the ranks' helpers (data-loader "
+            f"{len(helpers)} child process{'es' if len(helpers) != 1 else ''} of the ranks ("
+            + ", ".join(f"{c} ×{n}" for c, n in kinds.most_common()) + "), started with their rank's environment, "
+            "are the ranks' helpers (data-loader "
             "workers and the like), not ranks: left out of the comparison")
     fr = read_flight_recorder(recs, views, healthy=bool(out["healthy"]))
     out.update({k: fr[k] for k in ("flight_recorder", "fr_behind", "fr_mismatch")})
@@ -376,15 +378,77 @@ def _spinning(v: RankView, window: float) -> bool:
 
 def _fresh(recs: list[Mapping[str, Any]], views: list[RankView]) -> dict[str, Any]:
     return {"ranks": len(views), "sampled": sum(1 for v in views if v.main is not None),
-            "unreadable": sum(1 for v in views if v.main is None), "missing": 0, "stuck": 0, "stopped": 0, "odd": 0,
+            "unreadable": sum(1 for v in views if v.main is None), "missing": 0, "elsewhere": False, "stuck": 0, "stopped": 0, "odd": 0,
             "mismatch": False, "deadlocks": 0, "stragglers": 0, "healthy": False, "verdict": "unknown",
             "compared": True, "agreed": False, "straggler_tested": False, "odd_ranks": [], "groups": [],
             "sentences": [], "per_rank": [v.to_dict() for v in views]}
 
 
-def _missing(recs: list[Mapping[str, Any]], out: dict[str, Any]) -> None:
-    """The world's ranks not found here: elsewhere (another node) only when this machine's
-    ranks do not make up the world."""
+def _numbers_text(nums: list[int]) -> str:
+    """Rank numbers in words, runs of three or more as a range: "rank 0", "ranks 4–7, 9"."""
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(f"{nums[i]}–{nums[j]}" if j - i >= 2 else ", ".join(map(str, nums[i:j + 1])))
+        i = j + 1
+    return ("rank " if len(nums) == 1 else "ranks ") + ", ".join(parts)
+
+
+# how a rank's local world (what its launcher started on its machine) was known, in words
+_LOCAL_WORLD_FROM = {"LOCAL_WORLD_SIZE": "LOCAL_WORLD_SIZE", "launcher": "rank 0 and the local ranks it started",
+                     "torch.multiprocessing.spawn": "the processes torch.multiprocessing.spawn started"}
+
+
+def _other_node(recs: list[Mapping[str, Any]], world: int,
+                member_of: Mapping[int, str] | None) -> tuple[list[str], list[str]]:
+    """What shows a node besides the ones read, and what shows none: a node rank above 0
+    (NODE_RANK, torchrun's GROUP_RANK), a MASTER_ADDR that is not this machine, a world larger
+    than the processes every launcher found started here (LOCAL_WORLD_SIZE, Lightning's
+    launcher and its children, torch.multiprocessing.spawn's). (another node, this machine)."""
+    other: list[str] = []
+    here: list[str] = []
+    nodes = sorted({(key, str(r.get(field))) for r in recs for key, field in (("NODE_RANK", "node_rank"),
+                                                                             ("GROUP_RANK", "group_rank"))
+                    if str(r.get(field) or "").isdigit()}, key=lambda kv: (kv[0], int(kv[1])))
+    above = [f"{key} {n}" for key, n in nodes if n != "0"]
+    if above:
+        other.append(f"the ranks here have {', '.join(above)}")
+    elif nodes:
+        here.append(" and ".join(sorted({key for key, _n in nodes})) + " 0")
+    masters = {str(r.get("master_addr")): r.get("master_here") for r in recs if r.get("master_addr")}
+    away = sorted(a for a, at in masters.items() if at is False)
+    if away:
+        other.append(f"MASTER_ADDR {', '.join(away)} is not this machine")
+    elif masters and all(at is True for at in masters.values()):
+        here.append(f"MASTER_ADDR {', '.join(sorted(masters))} is this machine")
+    launchers: dict[tuple[str, str], int] = {}
+    how: set[str] = set()
+    for i, r in enumerate(recs):
+        if not str(r.get("local_world") or "").isdigit():
+            launchers = {}
+            break
+        key = ((member_of or {}).get(i, ""), str(r.get("launcher")))
+        launchers[key] = max(launchers.get(key, 0), int(r["local_world"]))
+        how.add(str(r.get("local_world_from")))
+    if launchers:
+        started = sum(launchers.values())
+        what = "the launcher found accounts" if len(launchers) == 1 else f"the {len(launchers)} launchers found account"
+        by = "; ".join(_LOCAL_WORLD_FROM.get(h, h) for h in sorted(how))
+        if started < world:
+            other.append(f"{what} for {started} of the world's {world} ({by})")
+        else:
+            here.append(f"{what} for all {world} ({by})")
+    return other, here
+
+
+def _missing(recs: list[Mapping[str, Any]], out: dict[str, Any], looked_for: tuple[str, str | None] = ("", None),
+             member_of: Mapping[int, str] | None = None) -> None:
+    """The world's ranks not found here: elsewhere (another node) only where something shows
+    another node; otherwise not found here, with what was looked for (*looked_for*: the words,
+    and the parameter that chose the processes, pid or match, if one did) and what shows none."""
     world = max((int(r["world_size"]) for r in recs if str(r.get("world_size") or "").isdigit()), default=0)
     found = {str(r.get("rank")) for r in recs if r.get("rank") not in (None, "")}
     unread = [r for r in recs if r.get("rank") in (None, "") and r.get("rank_unread")]
@@ -401,9 +465,27 @@ def _missing(recs: list[Mapping[str, Any]], out: dict[str, Any]) -> None:
         out["sentences"].append(
             f"world size taken as the {' or '.join(assumed)} processes torch.multiprocessing.spawn started here (no "
             "WORLD_SIZE in their environment, no world_size argument to read): a rank on another node would not be seen")
-    if missing:
-        out["sentences"].append(f"world size {world}, {len(found)} ranks found here: {missing} "
-                                f"{'is' if missing == 1 else 'are'} elsewhere (another node: run stacks on the fleet)")
+    if not missing:
+        return
+    absent = [n for n in range(world) if str(n) not in found]
+    which = _numbers_text(absent) if not unread and len(absent) == missing else f"{missing} rank{'s' if missing > 1 else ''}"
+    other, here = _other_node(recs, world, member_of)
+    out["elsewhere"] = bool(other)
+    where = "here" if not member_of else f"on {', '.join(sorted(set(member_of.values())))}"
+    head = f"world size {world}, {len(found)} rank{'s' if len(found) != 1 else ''} found {where}: "
+    if other:  # "N is/are elsewhere": the count first, as before, then which
+        out["sentences"].append(
+            head + f"{missing} {'is' if missing == 1 else 'are'} elsewhere ({which}), on another node — "
+            + "; ".join(other) + (": run stacks on the fleet" if not member_of else ": a node outside this fleet"))
+        return
+    words, chosen = looked_for
+    tail = {"pid": "name its pid too, or read without --param pid",
+            "match": "widen the pattern, or read without --param match"}.get(str(chosen), (
+        f"{'it' if missing == 1 else 'they'} may have exited, or run as another user or without a launcher's "
+        "environment (--param pid= names the processes to read)"))
+    out["sentences"].append(
+        head + f"{which} {'is' if missing == 1 else 'are'} not found {where}, and nothing shows another node"
+        + (f" ({'; '.join(here)})" if here else "") + (f"; looked for {words}" if words else "") + f" — {tail}")
 
 
 def _several_jobs(recs: list[Mapping[str, Any]], views: list[RankView], out: dict[str, Any]) -> bool:
@@ -413,7 +495,7 @@ def _several_jobs(recs: list[Mapping[str, Any]], views: list[RankView], out: dic
             jobs.setdefault(str(r["job"]), []).append(v)
     if len(jobs) < 2:
         return False
-    out.update(verdict="several-jobs", stuck=0, missing=0, compared=False,
+    out.update(verdict="several-jobs", stuck=0, missing=0, elsewhere=False, compared=False,
                jobs=[{"job": key, "ranks": [v.label for v in members], "pids": [v.pid for v in members]}
                      for key, members in jobs.items()])
     out["sentences"].append(f"{len(jobs)} jobs run here; their ranks are not compared — "
@@ -683,10 +765,11 @@ def _stuck_reading(recs: list[Mapping[str, Any]], readable: list[RankView], out:
                       "straggler" if "straggler" in kinds else "stuck" if out["stuck"] else "unknown")
 
 
-def _analyze(recs: list[Mapping[str, Any]], views: list[RankView], window: float = 0.0) -> dict[str, Any]:
+def _analyze(recs: list[Mapping[str, Any]], views: list[RankView], window: float = 0.0,
+             looked_for: tuple[str, str | None] = ("", None), member_of: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The fields the hang rules read (``ranks``, ``sampled``, ``stuck``, ``stopped``, ``odd``,
     ``mismatch``, ``deadlocks``, ``stragglers``, ``healthy``, ``straggler_tested``, ``agreed``,
-    ``missing``, ``unreadable``, ``compared``), ``verdict``, ``sentences``, ``odd_ranks`` and
+    ``missing``, ``elsewhere``, ``unreadable``, ``compared``), ``verdict``, ``sentences``, ``odd_ranks`` and
     ``per_rank``. Each reading is one function; the first that applies decides."""
     out = _fresh(recs, views)
     readable = [v for v in views if v.main is not None]
@@ -694,7 +777,7 @@ def _analyze(recs: list[Mapping[str, Any]], views: list[RankView], window: float
         if v.main is None:
             pid = "" if v.label.startswith("pid ") else f" (pid {v.pid})"
             out["sentences"].append(f"{v.label}{_member(v)}{pid}: no stacks — {v.error or 'nothing was read'}")
-    _missing(recs, out)
+    _missing(recs, out, looked_for, member_of)
     if _several_jobs(recs, views, out):  # two jobs' ranks are never compared: which is odd would mean nothing
         return out
     if _stopped_reading(readable, views, out):

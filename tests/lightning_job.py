@@ -7,6 +7,11 @@ Lightning's launcher makes this process rank 0 and starts ranks 1..3 as children
 LOCAL_RANK, NODE_RANK and WORLD_SIZE, no RANK). The loop, the backward and DDP's all_reduce
 all run inside lightning's and torch's packages. No fault flags: faults come from outside.
 Each rank writes its pid to DIR/rank<R> and prints "rank R step N".
+
+`--workers N` gives the DataLoader N workers (as Lightning's warning about num_workers advises),
+started by `--mp-context` (spawn, forkserver: Python 3.14's default on Linux): rank 0 starts
+them after Lightning put LOCAL_RANK=0 in its os.environ, so they and their resource tracker
+carry LOCAL_RANK=0 while the launcher's own /proc environment says nothing.
 """
 
 from __future__ import annotations
@@ -47,12 +52,16 @@ def main() -> None:
     parser.add_argument("--pids", type=Path, required=True)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--step-delay", type=float, default=0.0)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--mp-context", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
     data = TensorDataset(torch.rand(4096, 32), torch.rand(4096, 1))
     trainer = L.Trainer(accelerator="cpu", devices=4, strategy="ddp", max_epochs=-1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-    trainer.fit(Regressor(args.pids, args.width, args.step_delay), DataLoader(data, batch_size=16))
+    loader = DataLoader(data, batch_size=16, num_workers=args.workers, persistent_workers=args.workers > 0,
+                        multiprocessing_context=args.mp_context if args.workers else None)
+    trainer.fit(Regressor(args.pids, args.width, args.step_delay), loader)
 
 
 if __name__ == "__main__":

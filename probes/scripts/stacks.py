@@ -20,7 +20,7 @@ PROBE = {
     "params": {"match": "", "pid": "", "samples": 5, "interval": 0.2, "py_spy": "", "dump_timeout": 5.0,
                "most": 256, "via": "auto", "flight_recorder": True, "job": "", "native": "auto"},
     "reports": ["processes", "ranks", "sampled", "denied", "unanswered", "window_s", "stuck", "odd", "mismatch",
-                "deadlocks", "stragglers", "healthy", "missing", "verdict", "odd_ranks", "sentences",
+                "deadlocks", "stragglers", "healthy", "missing", "elsewhere", "verdict", "odd_ranks", "sentences",
                 "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers", "jobs", "compared", "stopped",
                 "agreed", "straggler_tested", "native_read"],
     "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
@@ -164,13 +164,123 @@ def number_ranks(found):
     local = [p for p in found if p.get("rank") is None and (p["env"] or {}).get("LOCAL_RANK", "").isdigit()]
     for p in local:
         env = p["env"] or {}
-        size = env.get("LOCAL_WORLD_SIZE") or ""
+        size = env.get("LOCAL_WORLD_SIZE") or str(p.get("local_world") or "")
         if not size.isdigit():
             siblings = [q for q in found if q["ppid"] == p["ppid"] or q["pid"] == p["ppid"]]
             size = str(len(siblings) + (1 if not any(q["pid"] == p["ppid"] for q in found) else 0))
         node = env.get("NODE_RANK") or env.get("GROUP_RANK") or "0"
         p["rank"] = str(int(node) * int(size) + int(env["LOCAL_RANK"])) if node.isdigit() else env["LOCAL_RANK"]
         p["rank_from"] = "LOCAL_RANK" + (f" + NODE_RANK {node} × {size}" if node not in ("", "0") else "")
+
+
+def program(cmd):
+    """The interpreter and what it runs (a script, -m module, -c code), without the arguments:
+    what a launcher's ranks have in common (Hydra gives each rank arguments of its own)."""
+    words = cmd.split(" ")
+    out = words[:1]
+    for i, word in enumerate(words[1:], 1):
+        out.append(word)
+        if word in ("-m", "-c"):
+            out.extend(words[i + 1:i + 2])
+            break
+        if not word.startswith("-"):
+            break
+    return tuple(out)
+
+
+def launcher_ranks(found, everyone, selected):
+    """Lightning's launcher (and any launcher that is its job's rank 0): the script the user
+    started is local rank 0 and starts local ranks 1..n-1 with LOCAL_RANK and no RANK; its own
+    environment says nothing (Lightning sets LOCAL_RANK=0 in os.environ after the process
+    started, which /proc does not show). Processes rank 0 starts afterwards inherit that
+    os.environ, LOCAL_RANK=0 included: its data-loader workers under spawn or forkserver, their
+    resource tracker, compile workers. Those run another program than the ranks and are rank 0's
+    helpers; a LOCAL_RANK=0 child running the ranks' own program is local rank 0 itself, and its
+    parent only a launcher (torchrun's children all carry RANK). Where the user chose the
+    processes (*selected*: --param match or pid), the launcher counts only if it was chosen."""
+    by_parent = {}
+    for p in found:
+        env = p["env"] or {}
+        if not env.get("RANK") and env.get("LOCAL_RANK", "").isdigit():
+            by_parent.setdefault(p["ppid"], []).append(p)
+    chosen = {p["pid"] for p in found}
+    for ppid, kids in by_parent.items():
+        parent = everyone.get(ppid)
+        if parent is None or launched(parent["env"]) or (ppid in chosen) != selected:
+            continue
+        ranks_ = [k for k in kids if k["env"]["LOCAL_RANK"] != "0"]
+        zeros = [k for k in kids if k["env"]["LOCAL_RANK"] == "0"]
+        programs = {program(k["cmd"]) for k in ranks_}
+        if not ranks_ or any(program(k["cmd"]) in programs for k in zeros):
+            continue
+        size = max(len({k["env"]["LOCAL_RANK"] for k in ranks_}) + 1,
+                   max(int(k["env"]["LOCAL_RANK"]) for k in ranks_) + 1)
+        env0 = dict(ranks_[0]["env"] or {})
+        env0.update({"LOCAL_RANK": "0"})
+        env0.pop("SLEUTH_STACKS_DIR", None)
+        env0.update({k: v for k, v in (parent["env"] or {}).items() if k == "SLEUTH_STACKS_DIR"})
+        parent.update(rank=None, rank_from="launcher", env=env0, own_env=parent["env"])
+        for p in [parent] + kids:
+            p.update(local_world=size, local_world_from="launcher", launcher=parent["pid"])
+        if ppid not in chosen:
+            found.append(parent)
+        number_ranks([parent])
+        parent["rank_from"] = "launcher"
+
+
+def local_world(p):
+    """How many processes the launcher that started *p* started on this machine, and how that
+    is known: LOCAL_WORLD_SIZE (torchrun), a launcher that is rank 0 and its children, the
+    processes torch.multiprocessing.spawn started. None where nothing says."""
+    env = p["env"] or {}
+    if env.get("LOCAL_WORLD_SIZE", "").isdigit():
+        return int(env["LOCAL_WORLD_SIZE"]), "LOCAL_WORLD_SIZE", p["ppid"]
+    if p.get("local_world"):
+        return p["local_world"], p.get("local_world_from"), p.get("launcher") or p["ppid"]
+    return None, None, None
+
+
+_HERE = {}
+
+
+def master_here(addr, timeout=2.0):
+    """Whether MASTER_ADDR is this machine: an address of this machine can be bound here (the
+    loopback's, a name that resolves to one); one that resolves to none is another machine's.
+    None when it cannot be told (empty, or the name does not resolve within *timeout*)."""
+    if not addr:
+        return None
+    if addr in _HERE:
+        return _HERE[addr]
+    import socket
+    import threading
+
+    got = []
+
+    def resolve():
+        try:
+            got.append(socket.getaddrinfo(addr, None, 0, socket.SOCK_STREAM))
+        except (OSError, UnicodeError):
+            got.append([])
+
+    t = threading.Thread(target=resolve)
+    t.daemon = True
+    t.start()
+    t.join(timeout)
+    answer = None
+    if got and got[0]:
+        answer = False
+        for family, _type, _proto, _name, sockaddr in got[0]:
+            s = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                s.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
+                answer = True
+                break
+            except OSError:
+                pass
+            finally:
+                s.close()
+    _HERE[addr] = answer
+    return answer
 
 
 SPAWN_FILE = "torch/multiprocessing/spawn.py"  # its _wrap(fn, i, args, ...) calls fn(i, *args): i is the rank
@@ -218,8 +328,8 @@ def spawned(spy, everyone, taken, timeout):
     cands = []
     for pid, p in sorted(everyone.items()):
         parent = everyone.get(p["ppid"])
-        if pid in taken or parent is None or launched(p["env"]):
-            continue
+        if pid in taken or p["ppid"] in taken or parent is None or launched(p["env"]):
+            continue  # (a child of a rank found already is that rank's helper: a forked data-loader worker)
         if ("--multiprocessing-fork" in p["cmd"] or p["cmd"] == parent["cmd"]) and torch_mapped(pid):
             cands.append(p)
     cands = cands[:256]
@@ -257,6 +367,7 @@ def spawned(spy, everyone, taken, timeout):
         given = p["spawn_world"] or next((q["spawn_world"] for q in ranks if q["ppid"] == p["ppid"] and q["spawn_world"]),
                                          None)
         p["world"], p["world_from"] = (str(given), "world_size") if given else (str(n), "nprocs")
+        p.update(local_world=n, local_world_from="torch.multiprocessing.spawn", launcher=p["ppid"])
     return ranks
 
 
@@ -301,32 +412,10 @@ def find(match, pids, most, job="", spy=None, timeout=5.0):
         elif not launched(env):
             continue  # by default: the processes a launcher (torchrun, srun, Lightning, accelerate) made ranks
         found.append(proc)
-    if not wanted and pattern is None:
-        # Lightning's launcher: the user's script is local rank 0 and starts local ranks 1..n-1
-        # with LOCAL_RANK; it has none itself. torchrun's children include local rank 0: their
-        # parent is only the launcher.
-        by_parent = {}
-        for p in found:
-            by_parent.setdefault(p["ppid"], []).append(p)
-        for ppid, kids in by_parent.items():
-            parent = everyone.get(ppid)
-            if parent is None or launched(parent["env"]) or parent in found:
-                continue
-            locals_ = {(k["env"] or {}).get("LOCAL_RANK") for k in kids if not (k["env"] or {}).get("RANK")}
-            if locals_ and "0" not in locals_ and all(str(n).isdigit() for n in locals_):
-                env0 = dict(kids[0]["env"] or {})
-                env0.update({"LOCAL_RANK": "0"})
-                env0.pop("SLEUTH_STACKS_DIR", None)
-                env0.update({k: v for k, v in (parent["env"] or {}).items() if k == "SLEUTH_STACKS_DIR"})
-                parent.update(rank="0" if (env0.get("NODE_RANK") or "0") == "0" else None, rank_from="launcher",
-                              env=env0, own_env=parent["env"])
-                found.append(parent)
+    launcher_ranks(found, everyone, selected=bool(wanted or pattern))
     spawn = spawned(spy, everyone, {p["pid"] for p in found}, timeout) if not wanted and pattern is None else []
     found.extend(spawn)
     number_ranks([p for p in found if p.get("rank_from") not in ("launcher", "torch.multiprocessing.spawn")])
-    for p in found:
-        if p.get("rank_from") == "launcher" and p["rank"] is None:
-            number_ranks([p])
     if job:
         found = [p for p in found if job_key(p) == job]
     # a launcher whose children were found too (torchrun, its ranks) is the launcher, not a rank
@@ -336,14 +425,30 @@ def find(match, pids, most, job="", spy=None, timeout=5.0):
     launchers += [everyone[q] for q in sorted({p["ppid"] for p in spawn if p in found}) if q in everyone]
     # a child of a rank with the rank's own rank (it inherited the environment: a data-loader
     # worker, a compile worker, any subprocess) is that rank's helper, not another rank
+    # (or none of its own: a rank's fork, matched by --param match, reads as the rank's program)
     rank_of = {p["pid"]: p.get("rank") for p in found}
-    helpers = [] if wanted else [p for p in found if p.get("rank") not in (None, "")
-                                 and rank_of.get(p["ppid"]) == p.get("rank")]
+    helpers = [] if wanted else [p for p in found if rank_of.get(p["ppid"]) not in (None, "") and (
+        p.get("rank") == rank_of[p["ppid"]] or p.get("rank") in (None, "") and not p.get("rank_unread"))]
     for p in helpers:
         p["comm"] = (read(f"/proc/{p['pid']}/comm") or "").strip()
     found = [p for p in found if p not in helpers]
     found.sort(key=lambda p: (int(p["rank"]) if str(p.get("rank") or "").isdigit() else 1 << 30, p["pid"]))
     return found[:most], launchers, helpers, max(0, len(found) - most)
+
+
+def looked_for(match, pids, job):
+    """What find() looked for, in words: said where a rank of the world is not found here."""
+    if str(pids or "").strip():
+        said = "the processes --param pid named (" + ", ".join(re.split(r"[,\s]+", str(pids).strip())) + ")"
+    elif match:
+        said = f"processes whose command line matches {match!r} (--param match)"
+    else:
+        said = ("processes with RANK, or LOCAL_RANK and WORLD_SIZE, in their environment (torchrun, accelerate, "
+                "Lightning's children), the process that started local ranks 1..n-1 (Lightning's launcher, itself "
+                "rank 0), and the processes torch.multiprocessing.spawn started (the rank its spawn frame holds)")
+        if hasattr(os, "geteuid") and os.geteuid() != 0:
+            said += f"; the environment of another user's process is not readable as uid {os.geteuid()}"
+    return said + (f", of job {job} (--param job)" if job else "")
 
 
 def py_spy_path(given):
@@ -798,8 +903,11 @@ def main():
         if nat and nat.get("threads"):
             code.update({k: v for k, v in source_lines([nat["threads"]]).items() if k not in code})
         env = p["env"] or {}
+        size, size_from, launcher = local_world(p)
         emit("rank", pid=pid, ppid=p["ppid"], uid=p["uid"], cmd=p["cmd"], rank=p.get("rank"),
              rank_from=p.get("rank_from"), local_rank=env.get("LOCAL_RANK"), node_rank=env.get("NODE_RANK"),
+             group_rank=env.get("GROUP_RANK"), local_world=size, local_world_from=size_from, launcher=launcher,
+             master_addr=env.get("MASTER_ADDR"), master_here=master_here(env.get("MASTER_ADDR")),
              world_size=env.get("WORLD_SIZE") or p.get("world"), world_from=p.get("world_from"), rank_unread=p.get("rank_unread"), job=job_key(p),
              environ_readable=p["env"] is not None,
              alive=bool(after[pid]), tasks=task_rows(before[pid], after[pid]), samples=samples_out, code=code,
@@ -810,6 +918,8 @@ def main():
          sampled=sum(1 for p in procs if any("threads" in d for d in dumps[p["pid"]])), denied=len(denied),
          unanswered=unanswered, left_out=left, launchers=[{"pid": p["pid"], "cmd": p["cmd"]} for p in launchers],
          helpers=[{"pid": p["pid"], "ppid": p["ppid"], "rank": p.get("rank"), "comm": p["comm"]} for p in helpers],
+         looked_for=looked_for(params.get("match") or "", params.get("pid") or "", str(params.get("job") or "")),
+         chosen="pid" if str(params.get("pid") or "").strip() else "match" if params.get("match") else None,
          py_spy=spy, samples=samples, window_s=round(window_s, 3), native_read=len([n for n in natives.values()
                                                                                     if n.get("threads")]))
 
