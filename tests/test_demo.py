@@ -51,6 +51,13 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     out = proc.stdout
     md = (tmp_path / "hunt" / "postmortem.md").read_text()
     assert "circular retest" in out, out
+    # its last line opens the hunt in the UI from where the demo was run (issue 46)
+    assert out.strip().splitlines()[-1] == "Open the hunt in the UI:  cd hunt && sleuth", out[-1000:]
+    # the cache it looks at is its own, so the first look is cold whatever this machine compiled before
+    assert re.search(r"run #\d+ compile-cache: completed in [0-9.]+ s — inconclusive cache-invalidation", out), out
+    assert (tmp_path / "hunt" / ".sleuth" / "caches" / "inductor").is_dir()
+    # each run of the race's trials is said as it ends
+    assert re.search(r"^      trial 1 of 1 \w+.* in \d+ s · \d of 2 runs done", out, re.M), out
     if not seed_race_shows_here():
         _the_demo_on_a_torch_without_the_race(out, md)
         return
@@ -95,3 +102,21 @@ def test_demo_auto_hunts_the_race_and_writes_the_postmortem(tmp_path: Path):
     check_postmortem(md, {h["id"]: h["status"] for h in hyps}, {h["id"]: h["title"] for h in hyps})
     for link in re.findall(r"\(\[output\]\]?\(([^)]+)\)", md) or re.findall(r"\[output\]\(([^)]+)\)", md):
         assert (tmp_path / "hunt" / link).is_file()
+
+
+def test_not_at_a_terminal_the_demo_says_the_one_command_that_opens_it(tmp_path: Path):
+    """The command is said as the user would type it from where they ran the demo (quoted when
+    the directory needs it), and it leads to the demo's own project: its sleuth.toml, its hunt."""
+    import shlex
+
+    proc = sleuth(tmp_path, "demo", "my hunt")
+    lines = proc.stdout.splitlines()
+    command = lines[lines.index("Not at a terminal, so the UI is not opened. Open it with") + 1].strip()
+    assert command == "cd 'my hunt' && sleuth", proc.stdout
+    toml = (tmp_path / "my hunt" / "sleuth.toml").read_text()
+    assert f'TORCHINDUCTOR_CACHE_DIR = "{tmp_path / "my hunt" / ".sleuth" / "caches" / "inductor"}"' in toml, toml
+    # what `sleuth` finds there: the demo's investigation, not "no investigation"
+    words = shlex.split(command)
+    assert words[0] == "cd" and words[2] == "&&"
+    hypotheses = json.loads(sleuth(tmp_path / words[1], "hypotheses", "--json").stdout)
+    assert "compile-race" in {h["id"] for h in hypotheses}
