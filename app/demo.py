@@ -64,8 +64,11 @@ def _ran(probe: str, **want: object):
 def _verify_step(st) -> str:
     """Step 5 as the hunt stands: sleuth offers to verify only what reproduced (on a torch that
     fixed this face of the race, nothing did, and the lock has nothing to fix)."""
-    if run_to_verify(st, "local", "lock") is not None:
-        return "y re-runs the reproduction under the lock (5 trials, a few minutes): it verifies the fix."
+    reproduction = run_to_verify(st, "local", "lock")
+    if reproduction is not None:
+        trials = verify_params(st, reproduction).get("trials")
+        return (f"y re-runs the reproduction under the lock ({trials} trials, side by side as the cores allow; the run "
+                "header says how far): it verifies the fix.")
     return ("The race did not reproduce here, so sleuth offers no verification: a clean run cannot say the lock "
             "fixed anything (ⓚ on the run: this torch may have fixed it). r on ▷ compile-race runs it under the lock "
             "anyway.")
