@@ -292,13 +292,24 @@ def _trial(trial, code, timed_out, seconds, rep, err):
     return t
 
 
+def _gpu_visible():
+    """Whether the runs could reach a GPU: then they would share its memory, and a run that
+    ran out of it alongside another would read as a failure of its own."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1") and not os.path.exists("/dev/kfd"):
+        return False
+    return any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/kfd", "/dev/dxg"))
+
+
 def side_by_side():
-    """How many runs go at once: one per core this probe may use. Each run is a process of its
-    own with its own cold caches, so runs side by side are as independent as runs one after
-    another; SLEUTH_RACE_SIDE_BY_SIDE=1 runs them one after another."""
+    """How many runs go at once: one per core this probe may use, on a machine whose runs could
+    reach no GPU (each run is a process of its own with its own cold caches, so runs side by
+    side are as independent as runs one after another); one after another where a GPU is
+    visible. SLEUTH_RACE_SIDE_BY_SIDE=N says how many, whatever the machine."""
     wanted = os.environ.get("SLEUTH_RACE_SIDE_BY_SIDE", "")
     if wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
+    if _gpu_visible():
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
