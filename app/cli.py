@@ -207,6 +207,9 @@ def _probe_commands(sub: Any, add: Any) -> None:
     p.add_argument("--hook", action="store_true",
                    help="with --shell: every Python process the command starts can dump its stacks to sleuth "
                         "without ptrace (faulthandler on SIGUSR2; the stacks probe uses it)")
+    p.add_argument("--poll", action="store_true",
+                   help="with --shell: the command is meant to repeat (nvidia-smi, the tail of a log); said once, "
+                        "its repeats on this target are never refused as circular retests")
     p.add_argument("--target", default="local", help="target name from sleuth.toml (default: local)")
     p.add_argument("--no-agent", action="store_true",
                    help="run in a session of its own, not through the resident agent the broker keeps between commands")

@@ -50,6 +50,10 @@ trials = 1
 args = ["--steps", "6"]
 control_args = ["--threads", "1"]
 race = "fx-trace"
+
+# The same entry, watched at its flex_attention calls.
+[probes.fx-trace-state]
+entry = "drafter/train.py"
 """
 
 

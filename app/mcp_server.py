@@ -235,20 +235,24 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
         reason: str | None = None,
         budget: int = DEFAULT_BUDGET,
         grep: str | None = None,
+        poll: bool = False,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Run a check on the target and record it: a built-in `probe` (see `status`), a `script`
         (a Python file with the probe protocol) or a `shell` command (run as `bash -c` at the far
         end, sent without re-quoting through every hop). `params` is an object, `trials` the
         number of repetitions where the probe has them. A repeat of an earlier check in the same
-        state is refused with that run's answer; `force` runs it anyway and needs a `reason`
-        (recorded). The answer: the run's id, classification and reason, verdicts, flags,
+        measured state, a shell command's included, is refused with that run's answer; `force`
+        runs it anyway and needs a `reason` (recorded). `poll` declares a shell command meant to
+        repeat (nvidia-smi, the tail of a log): said once, its repeats are never refused. The answer: the run's id, classification and reason, verdicts, flags,
         findings, records, line counts and `output`, an excerpt of at most `budget` bytes
         (default 12000) that says how many lines it left out; `grep` (a regex) puts the lines
         you look for first. Read the rest with run_output."""
         chosen = [x for x in (probe, script, shell) if x]
         if len(chosen) != 1:
             raise ToolError("give exactly one of: probe (a built-in probe id), script (a file path), shell (a command)")
+        if poll and not shell:
+            raise ToolError("poll goes with shell: it declares a command meant to repeat (nvidia-smi, a log's tail)")
         if force and not (reason or "").strip():
             raise ToolError("force needs a reason: why run again what was already answered in this same state "
                             "(it is recorded with the run)")
@@ -282,7 +286,7 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
             return await _fleet(sl, ctx, config, tgt, chosen_probe, asked, force, reason)
         with sl.open(ctx) as inv:
             if shell:
-                request = request_for_shell(shell)
+                request = request_for_shell(shell, poll=poll)
             else:
                 assert chosen_probe is not None
                 request = request_for_probe(inv, chosen_probe, tgt, config.params_for(chosen_probe.id, asked))

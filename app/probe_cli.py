@@ -66,7 +66,7 @@ def cmd_probe_list(args: argparse.Namespace) -> int:
     for p in probes.values():
         tests = [h.id for h in catalog.hypotheses.values() if any(t.probe == p.id for t in h.probes)]
         rows.append({"id": p.id, "title": p.title, "timeout": p.timeout, "cost_s": p.cost, "tests": tests,
-                     "params": p.params, "reports": list(p.reports), "file": str(p.path)})
+                     "params": p.params, "required": list(p.required), "reports": list(p.reports), "file": str(p.path)})
     ws = Workspace.find()
     config = load_config(ws.config_path) if ws.config_path.is_file() else None
     for r in rows:
@@ -78,9 +78,11 @@ def cmd_probe_list(args: argparse.Namespace) -> int:
         print(f"{'':<18} tests: {', '.join(r['tests']) or '-'}; ~{r['cost_s']:g} s; timeout {r['timeout']:g} s")
         params = []
         for name in [*r["params"], *(k for k in ours if k not in r["params"])]:
-            default = json.dumps(r["params"][name]) if name in r["params"] else None
+            default = json.dumps(r["params"][name]) if name in r["params"] and name not in r["required"] else None
             if name in ours:
                 params.append(f"{name} = {json.dumps(ours[name])} (sleuth.toml" + (f"; default {default})" if default else ")"))
+            elif name in r["required"]:
+                params.append(f"{name} = (yours to set: required)")
             else:
                 params.append(f"{name} = {default}")
         print(f"{'':<18} params: {'; '.join(params) or 'none'}")
@@ -107,13 +109,15 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
         raise UsageError("--reason goes with --force: it says why a check already answered in this state is run again")
     if args.hook and not args.shell:
         raise UsageError("--hook goes with --shell: it is how a command you start through sleuth gets the stack-dump hook")
+    if args.poll and not args.shell:
+        raise UsageError("--poll goes with --shell: it declares a command meant to repeat (nvidia-smi, a log's tail)")
     if target.fleet is not None:
         if probe is None:
             raise UsageError(f"{target.name} is a fleet: give a probe (a shell command runs on one target)")
         return _run_fleet(ws, config, target, probe, _params(args.param), args)
     with ws.open(args.session) as inv:
         if args.shell:
-            request = request_for_shell(args.shell, hook=args.hook)
+            request = request_for_shell(args.shell, hook=args.hook, poll=args.poll)
         elif probe is not None:
             request = request_for_probe(inv, probe, target, params)
         else:
@@ -298,12 +302,16 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
     data = report.to_json(inv)
     data["findings"] = run_findings(inv.state, report.run)  # what the UI's timeline says of it
     data.update(run_changes(inv.state, report.run))  # the same changes as data: drift, state_changes
+    # what this run verified of an applied remedy, as the UI's timeline says it (fixed, strong or weak)
+    data["verified"] = inv.state.verified_by(report.run)
     if as_json:
         print(json.dumps(data, indent=2, default=str))
     else:
         print(f"\n#{data['run_id']} {data['probe']} on {data['target']}: {data['classification']} — {data['reason']}")
         for ev in data["evidence"]:
             print(f"  {ev['verdict']} {ev['hypothesis']}" + (f": {ev['why']}" if ev.get("why") else ""))
+        for said in data["verified"]:
+            print(f"  ✔ {said}")
         for found in data["findings"]:
             print(f"  ⓚ {found['text']}" if found["kind"] == "known" else f"  ⚑ {found['kind']}: {found['text']}")
         if report.check.unknown:

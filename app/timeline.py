@@ -94,7 +94,9 @@ def observation_sentence(seen: dict[str, Any]) -> str:
     to an earlier state, the same state as a run; empty when it told nothing."""
     said = ""
     if seen.get("changes"):
-        how = f"changed by {seen['by']}" if seen.get("by") else "changed outside sleuth"
+        how = (f"changed by {seen['by']}" if seen.get("by") else
+               f"changed since #{seen['since']}, the last run of this same check" if seen.get("since") else
+               "changed outside sleuth")
         said = f"{how}: {changes_text(seen['changes'])}"
     if seen.get("back_from"):
         said += ("; " if said else "") + f"back to the state of #{seen['same_as']} (#{seen['back_from']} saw another)"

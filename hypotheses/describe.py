@@ -70,8 +70,9 @@ def describe_retest(state: InvestigationState, check: PreRunCheck, now: float | 
             f"after #{back.id} saw {what_differed(earlier, back)}; #{earlier.id} already answered this: {answered}"
         )
     how = "measured just now" if check.measured else "as last reported"
+    what = f"`{earlier.params.get('cmd')}`" if earlier.kind == "shell" else earlier.probe
     return (
-        f"this repeats #{earlier.id} ({earlier.probe} on {earlier.target}, {ago(now - earlier.started_ts)}) "
+        f"this repeats #{earlier.id} ({what} on {earlier.target}, {ago(now - earlier.started_ts)}) "
         f"in the same state ({how}: {same_state(earlier)}): {answered}"
     )
 

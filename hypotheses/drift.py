@@ -72,7 +72,43 @@ def state_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | N
     changes += _diff(env_a.get("distributions") or {}, env_b.get("distributions") or {})
     settings = _diff(env_a.get("settings") or {}, env_b.get("settings") or {})  # TORCHINDUCTOR_*, ...
     changes += [Change("env " + c.name, c.before, c.after) for c in settings]
+    changes += _tree_changes(before, after)
     return sorted(changes, key=_order)
+
+
+def _folder(info: Any) -> str | None:
+    """A cache folder as the state read summed it up: "14 files, 2.1 MB", "empty", None (absent)."""
+    if not isinstance(info, Mapping) or not info.get("exists"):
+        return None
+    files, size = int(info.get("files") or 0), float(info.get("bytes") or 0)
+    if not files:
+        return "empty"
+    unit, scale = next(((u, n) for u, n in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if size >= n), ("B", 1.0))
+    return f"{files} file{'s' * (files != 1)}, {size / scale:.3g} {unit}"
+
+
+def _tree_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[Change]:
+    """The compile caches (inductor's, triton's, and a probe's own folders) and the code tree:
+    what a state read sees change besides the environment (a wiped cache, an edited file)."""
+    out = []
+    for key, label in (("caches", ""), ("entry_caches", "the entry's ")):
+        a, b = (before or {}).get(key), (after or {}).get(key)
+        if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+            continue  # not read by one side (a probe's own folders), or not a folder summary
+        if key == "entry_caches" and not (a and b):
+            continue  # read for one probe only: never compared with a read without it
+        for name in ("inductor", "triton"):
+            fa, fb = a.get(name), b.get(name)
+            if fa != fb and (fa or fb):
+                sa, sb = _folder(fa), _folder(fb)
+                if sa == sb:  # the same count and size, other files (or times): say so
+                    sa, sb = f"{sa} (before)", f"{sb} (other entries)"
+                out.append(Change(f"{label}{name} cache", sa, sb))
+    ca, cb = (before or {}).get("code"), (after or {}).get("code")
+    ca, cb = (ca if isinstance(ca, Mapping) else {}), (cb if isinstance(cb, Mapping) else {})
+    if (ca or cb) and ca.get("sha256") != cb.get("sha256"):
+        out.append(Change("code", ca.get("sha256"), cb.get("sha256")))
+    return out
 
 
 def fingerprint_changes(baseline: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> list[Change]:

@@ -78,6 +78,7 @@ class InvestigationState(StateQueries):
         # (probe, params, target name) -> its latest answered run with a state, whatever the
         # target's definition then: what the world looked like the last time this was asked
         self._last_asked: dict[tuple[str, str, str], int] = {}
+        self._polls: set[tuple[str, str]] = set()  # (target, shell command) declared a poll
         self.observations: list[dict[str, Any]] = []  # state reads before runs that told something
         self.fleets: dict[str, dict[str, Any]] = {}  # fleet -> its latest expansion (who the members were)
         self.comparisons: list[dict[str, Any]] = []  # fleet comparisons, in order (Comparison dicts + seq, ts)
@@ -272,6 +273,15 @@ class InvestigationState(StateQueries):
                 if not history or history[-1][0] != key:
                     history.append((key, run.id))
         elif run.kind == "shell" or d.get("state_unknown"):
+            before = d.get("state_before")
+            if run.kind == "shell" and isinstance(before, dict):
+                # the state the command ran in (read just before it): the same command in the
+                # same state is the same experiment, a circular retest like any probe's
+                parts = d.get("state_parts") or component_keys(before)
+                run.state, run.state_parts = before, parts
+                run.state_key = d.get("state_key") or state_key_of_parts(parts, run.remedies)
+                if run.params.get("poll"):  # declared a poll: its repeats are meant, never flagged
+                    self._polls.add((run.target, str(run.params.get("cmd"))))
             # A shell command may have changed anything (pip install, rm -rf a cache):
             # what we knew of the target's state is no longer known.
             self._known_state[run.target] = None

@@ -46,6 +46,7 @@ class StateQueries:
     _counts: dict[str, dict[str, int]]
     _known_state: dict[str, tuple[dict[str, Any], dict[str, str]] | None]
     _history: dict[tuple[str, str], list[tuple[str, int]]]
+    _polls: set[tuple[str, str]]
     _refuted_at: dict[str, str | None]
     known_matches: list[dict[str, Any]]
     known_left: list[dict[str, Any]]
@@ -186,6 +187,8 @@ class StateQueries:
         is flagged. With neither, the state is predicted from the target's last report — good
         enough to choose a next step, never used to refuse a run."""
         ck = check_key(probe, params, target, definition)
+        if probe == "shell" and (params.get("poll") or (target, str(params.get("cmd"))) in self._polls):
+            stochastic = True  # a poll (nvidia-smi, the tail of a log), declared once: its repeats are meant
         if stochastic:  # a race reproduction is a sample: repeating it adds trials
             return PreRunCheck(ck, None, measured=state is not None, state=dict(state) if state else None,
                                unknown=unknown, stochastic=True)

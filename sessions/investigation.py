@@ -313,6 +313,12 @@ class Investigation(RunJudging):
         if measured is None:
             return None
         known = self.state.known_state(target)
+        since = None
+        if known is None:  # unknown since a shell command: compare with the last run of this same check
+            earlier = [r for r in self.state.runs.values() if r.check_key == check.check_key and r.state is not None]
+            if earlier and earlier[-1].state is not None:
+                since = earlier[-1]
+                known = (earlier[-1].state, since.state_parts or component_keys(earlier[-1].state))
         parts = check.state_parts or component_keys(measured)
         changed = known is None or target_parts(known[1]) != target_parts(parts)
         if not (changed or check.flagged):
@@ -320,6 +326,8 @@ class Investigation(RunJudging):
         data: dict[str, Any] = {"target": target, "state": measured, "state_parts": parts, "state_key": check.expected_state}
         if known is not None:
             data["changes"] = [c.to_dict() for c in state_changes(known[0], measured)]
+            if since is not None and data["changes"]:
+                data["since"] = since.id  # what changed since that run of the same command
             by = self.state.overlay_changes_since_state(target)
             if by and data["changes"]:  # sleuth's own overlay did it, not a hand outside sleuth
                 data["by"] = "; ".join(by)
@@ -444,6 +452,12 @@ class Investigation(RunJudging):
                 finished["signal"] = signal
             if state is not None:
                 parts = component_keys(state)
+                finished["state_parts"] = parts
+                finished["state_key"] = state_key_of_parts(parts, info.remedies)
+            elif info.kind == "shell" and read_before is not None:
+                # a shell command reports no state: it ran in the one read just before it
+                parts = component_keys(read_before)
+                finished["state_before"] = dict(read_before)
                 finished["state_parts"] = parts
                 finished["state_key"] = state_key_of_parts(parts, info.remedies)
             self._record(EventKind.RUN_FINISHED, finished, ts)

@@ -352,3 +352,37 @@ def test_a_warning_of_the_targets_environment_is_a_finding_said_once(here):
     notes = [e for e in json.loads(sleuth(here, "events", "--json").stdout)
              if e["kind"] == "note.added" and e["data"].get("finding") == "numpy-missing"]
     assert len(notes) == 1 and notes[0]["data"]["target"] == "local"
+
+
+def test_a_repeated_shell_command_in_the_same_state_is_a_circular_retest_unless_declared_a_poll(here):
+    """Issue 44: the agent's commonest loop. The same command in the same measured state is the
+    same experiment: refused (exit 3) naming the earlier run and its answer; --force with a
+    reason runs it; after the code changed it runs (another state); --poll declares a command
+    meant to repeat, once."""
+    sleuth(here, "init")
+    code = here / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('v1')\n")
+    (here / "sleuth.toml").write_text('[targets.local]\ncode = { local = "code" }\n')
+    cmd = "python3 -c 'print(\"loss: 1.23\")'"
+    first = sleuth(here, "probe", "run", "--shell", cmd)
+    assert "loss: 1.23" in first.stdout
+    run = int(first.stdout.split("\n#", 1)[1].split(" ", 1)[0])
+    again = sleuth(here, "probe", "run", "--shell", cmd, check=3)
+    assert again.stdout == "" and f"circular retest: this repeats #{run} (`{cmd}` on local" in again.stderr, again.stderr
+    assert "in the same state (measured just now" in again.stderr and "exited 0" in again.stderr
+    forced = sleuth(here, "probe", "run", "--shell", cmd, "--force", "--reason", "the log rotated")
+    assert "loss: 1.23" in forced.stdout
+    (code / "train.py").write_text("print('v2')\n")  # the code changed: another state, another experiment
+    changed = json.loads(sleuth(here, "probe", "run", "--shell", cmd, "--json").stdout)
+    assert "refused" not in changed and [c["name"] for c in changed["state_changes"]] == ["code"], changed["state_changes"]
+    said = [f["text"] for f in changed["findings"] if f["kind"] == "state"]
+    assert said and "changed since #" in said[0] and "the last run of this same check: code" in said[0], said
+    poll = "date +%s%N"
+    sleuth(here, "probe", "run", "--shell", poll, "--poll")
+    for _ in range(2):  # declared once: its repeats run
+        sleuth(here, "probe", "run", "--shell", poll)
+    assert "--poll goes with --shell" in sleuth(here, "probe", "run", "env-fingerprint", "--poll", check=2).stderr
+    flags = [e["data"] for e in json.loads(sleuth(here, "events", "--json").stdout) if e["kind"] == "flag.raised"]
+    assert [(f["flag"], f["earlier"], f.get("forced_because")) for f in flags if f.get("run")] == \
+        [("circular-retest", run, "the log rotated")], flags

@@ -115,6 +115,25 @@ async def test_the_seed_diagnostic_after_a_7000_line_dump_is_in_the_bounded_answ
 SECRET = "hf_" + "Zq7" * 10
 
 
+async def test_an_agent_repeating_a_shell_command_in_the_same_state_gets_the_earlier_answer(project):
+    """Issue 44: the agent's own loop, through the SDK's client over stdio (`sleuth mcp`, as
+    agent clients start it). The same command in the same measured state is refused with the
+    earlier run's answer; `force` with a reason runs it; a command declared a poll repeats."""
+    server = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project), env=dict(os.environ))
+    async with Client(server, client_info=AGENT) as client:
+        cmd = f"cd {project} && {sys.executable} debug_fx.py | tail -20"  # the seed's own habit
+        first = answer(await client.call_tool("probe_run", {"shell": cmd}))
+        again = answer(await client.call_tool("probe_run", {"shell": cmd}))
+        assert again["refused"] == "circular-retest" and again["earlier_run"] == first["run_id"], again
+        assert f"this repeats #{first['run_id']} (`{cmd}` on local" in again["message"]
+        assert again["earlier"]["run_id"] == first["run_id"] and again["earlier"]["classification"] == first["classification"]
+        forced = answer(await client.call_tool("probe_run", {"shell": cmd, "force": True, "reason": "the job was restarted"}))
+        assert forced["forced_because"] == "the job was restarted" and forced["run_id"] != first["run_id"]
+        polled = [answer(await client.call_tool("probe_run", {"shell": "date +%s%N", "poll": i == 0})) for i in range(3)]
+        assert all("run_id" in p and "refused" not in p for p in polled), polled
+        assert "poll goes with shell" in error_of(await client.call_tool("probe_run", {"probe": "target-check", "poll": True}))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", ["memory", "stdio"])
 async def test_every_tool_through_the_sdk_client(project, transport, monkeypatch):

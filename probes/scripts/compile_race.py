@@ -20,7 +20,8 @@ PROBE = {
     "timeout": 900,
     "cost": 40,
     "needs": ["torch"],
-    "params": {"entry": "examples/drafter/train.py", "args": [], "threaded_args": [], "threaded_env": {},
+    "required": ["entry"],  # the user's own script: no default fits every project
+    "params": {"entry": None, "args": [], "threaded_args": [], "threaded_env": {},
                "control_args": None, "control_env": {}, "trials": 3, "cold_cache": True, "control": True,
                "per_run_timeout": 300, "race": None},
     "reports": ["threads", "trials", "failed_trials", "died", "died_of", "fx_trace_errors", "errors_total", "errors",

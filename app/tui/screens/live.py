@@ -88,7 +88,11 @@ class InvestigationScreen(RemedyActions):
         """" (as last reported, a retest of #4: sleuth will ask)" when it looks like one (the
         run itself measures the state first, and only then asks)."""
         asked = {k: v for k, v in params.items() if k != "baseline_run"}
-        request = request_for_probe(self.inv, self.app.probes[probe], self.app.target, self.app.config.params_for(probe, asked))
+        try:
+            request = request_for_probe(self.inv, self.app.probes[probe], self.app.target,
+                                        self.app.config.params_for(probe, asked))
+        except ProbesError:  # a required param unset: the run itself says so
+            return ""
         check = self.state.check_before_run(request.probe, request.params, self.app.target.name,
                                             definition=self.app.target.definition(), stochastic=request.stochastic)
         if check.retest_of is not None:
@@ -175,7 +179,11 @@ class InvestigationScreen(RemedyActions):
     def start_probe(self, probe: str, extra: dict[str, Any] | None = None) -> None:
         target = self.app.target
         params = self.app.config.params_for(probe, extra or {})
-        request = request_for_probe(self.inv, self.app.probes[probe], target, params)
+        try:
+            request = request_for_probe(self.inv, self.app.probes[probe], target, params)
+        except ProbesError as exc:  # e.g. the entry script is not set: nothing was run
+            self.notify(str(exc), severity="error", timeout=10)
+            return
         self._starting = True
         self._run_worker(request)
 
