@@ -11,7 +11,7 @@ a slow moment of the machine hits each):
     (``SLEUTH_RACE_SIDE_BY_SIDE=1``): what running them side by side bought.
 
 Each variant runs ``python -m sleuth demo --auto hunt`` with that tree first on PYTHONPATH. The
-figures: the whole demo's seconds, its ratio to the first variant, the seconds of each step's
+figures: the whole demo's seconds, its ratio to the first variant of the same round, the seconds of each step's
 run as the demo printed them, and the verification's verdict (its trials and strength), so a
 faster demo with a weaker verdict shows. ``--cores N`` pins every process to N cores (the
 issue's figure is for 2). No goal is asserted: the table is the result.
@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-STEP = re.compile(r"^    run #(\d+) ([\w-]+): (\w+) in ([0-9.]+) s", re.M)
+STEP = re.compile(r"^    run #(\d+) ([\w-]+): (\w+) in ([0-9.]+) s(?: — (.*))?$", re.M)
 VERIFIED = re.compile(r"verified lock #\d+ for [^:]+: (\w+) \((\d+) of (\d+) trials failed after; (\d+) of (\d+) before;"
                       r".* — (\w+)\)")
 
@@ -72,8 +73,8 @@ def run_demo(path: Path, extra_env: dict[str, str]) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     out = proc.stdout
     shutil.rmtree(work, ignore_errors=True)
-    steps = [{"run": int(m.group(1)), "probe": m.group(2), "classification": m.group(3), "seconds": float(m.group(4))}
-             for m in STEP.finditer(out)]
+    steps = [{"run": int(m.group(1)), "probe": m.group(2), "classification": m.group(3), "seconds": float(m.group(4)),
+              "verdicts": m.group(5) or ""} for m in STEP.finditer(out)]
     verified = VERIFIED.search(out)
     return {
         "seconds": round(seconds, 1),
@@ -140,21 +141,28 @@ def main() -> int:
 
     print(f"sleuth demo --auto, end to end · {len(cores)} core(s) {cores} · Python {sys.version.split()[0]} · "
           f"torch {torch.__version__} · baseline: {args.baseline or '-'} · {args.rounds} round(s)")
-    print(f"{'variant':<18} {'seconds':>8} {'ratio':>6}  {'reproduce':>9} {'cache':>6} {'verify':>7}  verdict")
-    first = None
+    print(f"{'variant':<18} {'seconds':>8} {'ratio':>6}  {'reproduce':>9} {'cache':>6} {'verify':>7}  "
+          "the cache's first look · the verification's verdict")
     summary = {}
     for v in variants:
-        for got in results[v]:
+        for r, got in enumerate(results[v]):
             secs = got["seconds"]
-            first = first if first is not None else secs
+            first = results[variants[0]][r]["seconds"]  # the first variant of the same round
             by = {s["probe"]: s["seconds"] for s in got["steps"] if s["probe"] != "env-fingerprint"}
             races = [s["seconds"] for s in got["steps"] if s["probe"] == "compile-race"]
             verdict = got["verdict"]
             said = ("-" if verdict is None else f"{verdict['result']}: {verdict['failed_after']} of {verdict['trials_after']} "
                     f"failed after, {verdict['failed_before']} of {verdict['trials_before']} before — {verdict['strength']}")
+            cache = next((s["verdicts"] for s in got["steps"] if s["probe"] == "compile-cache"), "-")
             print(f"{v:<18} {secs:>8.1f} {secs / first:>6.2f}  {races[0] if races else float('nan'):>9.1f} "
-                  f"{by.get('compile-cache', float('nan')):>6.1f} {races[-1] if len(races) > 1 else float('nan'):>7.1f}  {said}")
+                  f"{by.get('compile-cache', float('nan')):>6.1f} {races[-1] if len(races) > 1 else float('nan'):>7.1f}  "
+                  f"{cache} · {said}")
         summary[v] = results[v]
+    if args.rounds > 1:
+        for v in variants:
+            median = statistics.median(g["seconds"] for g in results[v])
+            base = statistics.median(g["seconds"] for g in results[variants[0]])
+            print(f"{v:<18} median {median:.1f} s, {median / base:.2f} of {variants[0]}'s median")
     if args.json:
         args.json.write_text(json.dumps({"cores": cores, "torch": torch.__version__, "python": sys.version.split()[0],
                                          "baseline": args.baseline, "results": summary}, indent=1))
