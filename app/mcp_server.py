@@ -46,14 +46,15 @@ try:
 except ImportError:  # the base install stays lean: the SDK is the extra's
     raise UsageError("sleuth mcp needs the MCP SDK: pip install 'sleuth[mcp]'") from None
 
-from ..probes import builtin_probes, load_config, probe_from_file
+from ..probes import builtin_probes, load_config
 from ..probes.broker import BrokerClient
 from ..sessions import (
+    CheckAsk,
     CircularRetest,
     Investigation,
     Workspace,
-    request_for_probe,
-    request_for_shell,
+    request_for_check,
+    resolve_check,
     run_fleet,
     run_probe,
 )
@@ -248,48 +249,24 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
         findings, records, line counts and `output`, an excerpt of at most `budget` bytes
         (default 12000) that says how many lines it left out; `grep` (a regex) puts the lines
         you look for first. Read the rest with run_output."""
-        chosen = [x for x in (probe, script, shell) if x]
-        if len(chosen) != 1:
-            raise ToolError("give exactly one of: probe (a built-in probe id), script (a file path), shell (a command)")
-        if poll and not shell:
-            raise ToolError("poll goes with shell: it declares a command meant to repeat (nvidia-smi, a log's tail)")
-        if force and not (reason or "").strip():
-            raise ToolError("force needs a reason: why run again what was already answered in this same state "
-                            "(it is recorded with the run)")
         if grep:
             _regex(grep)
         config = sl.config()
-        try:
-            tgt = config.target(target)
-        except (ProbesError, SessionError) as exc:
-            raise ToolError(str(exc)) from None
         asked = dict(params or {})
         if trials is not None:
             asked["trials"] = trials
-        probes = builtin_probes()
-        if script:
-            path = Path(script)
-            if not path.is_absolute():
-                path = sl.ws.root / path
-            if not path.is_file():
-                raise ToolError(f"script {script}: no such file")
-            chosen_probe = probe_from_file(path, default_id=f"script:{path.name}")
-        elif probe:
-            if probe not in probes:
-                raise ToolError(f"unknown probe {probe!r}; probes: {', '.join(probes)}")
-            chosen_probe = probes[probe]
-        else:
-            chosen_probe = None
-        if tgt.fleet is not None:
-            if chosen_probe is None:
-                raise ToolError(f"{tgt.name} is a fleet: give a probe (a shell command runs on one target)")
-            return await _fleet(sl, ctx, config, tgt, chosen_probe, asked, force, reason)
+        ask = CheckAsk(probe=probe, script=script, shell=shell, target=target, params=asked, force=force,
+                       reason=reason, poll=poll)
+        try:
+            resolved = resolve_check(ask, config, root=sl.ws.root, reason_needed=True)
+        except (ProbesError, SessionError) as exc:
+            raise ToolError(str(exc)) from None
+        tgt = resolved.target
+        if resolved.fleet:
+            assert resolved.probe is not None
+            return await _fleet(sl, ctx, config, tgt, resolved.probe, asked, force, reason)
         with sl.open(ctx) as inv:
-            if shell:
-                request = request_for_shell(shell, poll=poll)
-            else:
-                assert chosen_probe is not None
-                request = request_for_probe(inv, chosen_probe, tgt, config.params_for(chosen_probe.id, asked))
+            request = request_for_check(inv, resolved, config)
             runner = sl.runner()
             seen = {"lines": 0, "run": None}
 

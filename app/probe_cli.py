@@ -9,15 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..probes import AgentPool, build_program, builtin_probes, load_config, new_nonce, probe_from_file
+from ..probes import AgentPool, build_program, builtin_probes, load_config, new_nonce
 from ..probes.broker import BrokerClient
 from ..probes.runner import chain_for
 from ..sessions import (
+    CheckAsk,
     CircularRetest,
     Investigation,
     Workspace,
+    request_for_check,
     request_for_probe,
-    request_for_shell,
+    resolve_check,
     run_fleet,
     run_probe,
 )
@@ -42,21 +44,6 @@ def _params(pairs: list[str]) -> dict[str, Any]:
         except ValueError:
             out[key] = value
     return out
-
-
-def _probe(args: argparse.Namespace):
-    probes = builtin_probes()
-    chosen = [x for x in (args.id, args.script, args.shell) if x]
-    if len(chosen) != 1:
-        raise UsageError("give exactly one of: a probe ID, --script FILE, --shell 'CMD'")
-    if args.script:
-        path = Path(args.script)
-        if not path.is_file():
-            raise UsageError(f"--script {args.script}: no such file")
-        return probe_from_file(path, default_id=f"script:{path.name}")
-    if args.id and args.id not in probes:
-        raise UsageError(f"unknown probe {args.id!r}; probes: {', '.join(probes)}")
-    return probes.get(args.id) if args.id else None
 
 
 def cmd_probe_list(args: argparse.Namespace) -> int:
@@ -99,29 +86,23 @@ def _confirm(message: str) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
+def _cli_name(arg: str) -> str:
+    """An input as the CLI calls it."""
+    return {"probe": "ID", "script": "--script", "shell": "--shell"}.get(arg, f"--{arg}")
+
+
 def cmd_probe_run(args: argparse.Namespace) -> int:
     ws = Workspace.find()
     config = load_config(ws.config_path)
-    target = config.target(args.target)
-    probe = _probe(args)
-    params = config.params_for(probe.id if probe else "", _params(args.param))
-    if args.reason is not None and not args.force:
-        raise UsageError("--reason goes with --force: it says why a check already answered in this state is run again")
-    if args.hook and not args.shell:
-        raise UsageError("--hook goes with --shell: it is how a command you start through sleuth gets the stack-dump hook")
-    if args.poll and not args.shell:
-        raise UsageError("--poll goes with --shell: it declares a command meant to repeat (nvidia-smi, a log's tail)")
-    if target.fleet is not None:
-        if probe is None:
-            raise UsageError(f"{target.name} is a fleet: give a probe (a shell command runs on one target)")
-        return _run_fleet(ws, config, target, probe, _params(args.param), args)
+    ask = CheckAsk(probe=args.id, script=args.script, shell=args.shell, target=args.target, params=_params(args.param),
+                   force=args.force, reason=args.reason, hook=args.hook, poll=args.poll)
+    resolved = resolve_check(ask, config, root=Path.cwd(), name=_cli_name)
+    target = resolved.target
+    if resolved.fleet:
+        assert resolved.probe is not None
+        return _run_fleet(ws, config, target, resolved.probe, _params(args.param), args)
     with ws.open(args.session) as inv:
-        if args.shell:
-            request = request_for_shell(args.shell, hook=args.hook, poll=args.poll)
-        elif probe is not None:
-            request = request_for_probe(inv, probe, target, params)
-        else:
-            raise UsageError("give a probe id, --script FILE or --shell COMMAND")
+        request = request_for_check(inv, resolved, config)
         echo = None if args.json or args.quiet else _Echo({f.id for f in ENV_FINDINGS if inv.has_finding(target.name, f.id)})
         # through the broker's resident agent (kept between commands), unless --no-agent
         agents = None if args.no_agent else BrokerClient(ws.dir)

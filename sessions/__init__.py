@@ -17,6 +17,7 @@ Errors of the layers below pass through: ``probes.ProbesError``, ``hypotheses.Hy
 from __future__ import annotations
 
 from .capture import CaptureWriter
+from .checks import CheckAsk, CheckError, ResolvedCheck, request_for_check, resolve_check
 from .errors import CircularRetest, ExchangeError, InvestigationError, SessionError, StoreError
 from .exchange import dump_export, export_session, import_session, run_cast
 from .fleet import FleetReport, expand_fleet, read_ssh_config, run_fleet
@@ -59,6 +60,11 @@ from .store import STREAMS, OutputLine, Store
 from .workspace import Workspace
 
 __all__ = [
+    "CheckAsk",
+    "CheckError",
+    "ResolvedCheck",
+    "request_for_check",
+    "resolve_check",
     "FleetReport",
     "expand_fleet",
     "read_ssh_config",
