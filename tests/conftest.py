@@ -87,7 +87,8 @@ _TUI_MODULES = {"test_ui", "test_ui_keys", "test_snapshots", "test_tmux"}
 _TORCH_MODULES = {"test_drafter_race", "test_demo", "test_lock_forms", "test_tmux"}
 
 
-_TORCH_USES = re.compile(r"""\bimport torch\b|\bfrom torch\b|\bversion\(["']torch["']\)|\b(ddp_job|lightning_job|hang_job|drafter)\b""")
+_TORCH_USES = re.compile(r"""\bimport torch\b|\bfrom torch\b|\bversion\(["']torch["']\)|\b(ddp_job|lightning_job|hang_job|drafter)\b"""
+                         r"""|\blaunch\(\s*["'](ddp|lightning|hang)""")  # test_stacks' jobs, started by kind
 
 
 def _runs_torch(item: pytest.Item) -> bool:
