@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 from ..hypotheses.known import applying, load_known, version_of
 from ..probes import load_config
@@ -106,15 +107,14 @@ def _verifier(inv, args: argparse.Namespace, target, entry_id: str):
     """The run request that verifies the upgrade: --probe / --script, else the check of the
     latest run on the target that showed the issue, with its parameters."""
     from ..probes import builtin_probes
-    from ..sessions import request_for_probe, verify_params
-    from .probe_cli import _params, _probe
+    from ..sessions import CheckAsk, request_for_check, request_for_probe, resolve_check, verify_params
+    from .probe_cli import _params
 
     config = load_config(Workspace.find().config_path)
-    if args.probe or args.script:
-        args.id, args.shell = args.probe, None
-        probe = _probe(args)
-        assert probe is not None
-        return request_for_probe(inv, probe, target, config.params_for(probe.id, _params(args.param)))
+    if args.probe or args.script:  # the check given, resolved as `probe run` resolves it
+        ask = CheckAsk(probe=args.probe, script=args.script, target=target.name, params=_params(args.param))
+        resolved = resolve_check(ask, config, root=Path.cwd(), name=lambda arg: f"--{arg}")
+        return request_for_check(inv, resolved, config)
     showed = [m for m in inv.state.known_matches if m["id"] == entry_id and m["target"] == target.name]
     if not showed:
         raise UsageError(f"no run on {target.name} has shown {entry_id} yet: give the check to verify with "
