@@ -13,7 +13,13 @@
    (a process per command, as an agent's shell tool runs it), both through the broker's
    resident agent. Reported: the median of each and their ratio.
 
-    python bench/mcp_answer.py [--megabytes 10] [--calls 10] [--json]
+3. **Each answer once (issue 44).** A `run_output` page of ~64 KB of log (one page: the
+   page's cap is 64,000 bytes of text) and the 10 MB run's `probe_run` answer: the bytes of
+   the text block a model reads against the log bytes the page carries, and the bytes of
+   `structuredContent` beside it. Goal: the text block ≤ 1.2× the log it carries (it was a
+   second, pretty-printed copy of the JSON: 2.1×).
+
+    python bench/mcp_answer.py [--megabytes 10] [--calls 10] [--json] [--only page]
 Goals (issue 36): the answer ≤ 32 KiB whatever the run's size (the default budget is
 12,000 bytes of excerpt), the diagnostic and the crash in it; the excerpt ≤ 4× reading
 the output once (it also finds dumps, repeats, errors and rare lines in every line);
@@ -112,6 +118,37 @@ async def answer_size(root: Path, megabytes: float) -> dict:
     }
 
 
+PAGE_WRITER = r'''
+import sys
+for i in range(1, 862):
+    print(f"[rank{i % 8}] step {i:>6} loss {1.0 / i:.6f} lr 3.0e-04 grad_norm 0.4132 tok/s 41233")
+'''
+
+
+async def page_size(root: Path) -> dict:
+    """A run_output page of ~64 KB of log: the text block's bytes against the log's."""
+    from mcp import Client
+    from mcp.types import Implementation
+    from sleuth.app.mcp_server import build_server
+    from sleuth.sessions import Workspace
+
+    (root / "page_writer.py").write_text(PAGE_WRITER)
+    async with Client(build_server(Workspace(root)), client_info=Implementation(name="bench", version="0")) as c:
+        ran = await c.call_tool("probe_run", {"shell": f"{sys.executable} {root / 'page_writer.py'}", "force": True,
+                                              "reason": "bench", "budget": 12_000})
+        run = ran.structured_content["run_id"]
+        page = await c.call_tool("run_output", {"run": run, "count": 5000})
+    data = page.structured_content
+    assert data is not None and not page.is_error, page.content
+    log = sum(len(item["text"].encode()) + 1 for item in data["lines"])
+    text = sum(len(getattr(part, "text", "").encode()) for part in page.content)
+    run_text = sum(len(getattr(part, "text", "").encode()) for part in ran.content)
+    return {"page_lines": len(data["lines"]), "page_log_bytes": log, "page_text_bytes": text,
+            "page_structured_bytes": len(json.dumps(data).encode()), "page_text_vs_log": round(text / log, 2),
+            "probe_run_text_bytes": run_text,
+            "probe_run_structured_bytes": len(json.dumps(ran.structured_content).encode())}
+
+
 async def mcp_vs_cli(root: Path, calls: int) -> dict:
     from mcp import Client, StdioServerParameters
     from mcp.types import Implementation
@@ -144,12 +181,21 @@ def main() -> int:
     ap.add_argument("--megabytes", type=float, default=10)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", choices=["page"], help="only the run_output page's bytes (part 3)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="sleuth-bench-mcp-") as tmp:
         root = project(Path(tmp) / "proj")
+        page = asyncio.run(page_size(root))
+        said = (f"a run_output page of {page['page_log_bytes']:,} bytes of log ({page['page_lines']} lines): text block "
+                f"{page['page_text_bytes']:,} B (×{page['page_text_vs_log']} the log), structuredContent "
+                f"{page['page_structured_bytes']:,} B; a probe_run answer's text block {page['probe_run_text_bytes']:,} B "
+                f"beside {page['probe_run_structured_bytes']:,} B of structuredContent")
+        if args.only == "page":
+            print(json.dumps(page, indent=2) if args.json else said)
+            return 0 if page["page_text_vs_log"] <= 1.2 else 1
         size = asyncio.run(answer_size(root, args.megabytes))
         speed = asyncio.run(mcp_vs_cli(root, args.calls))
-    out = {"answer": size, "probe_run": speed, "cores": os.cpu_count()}
+    out = {"answer": size, "probe_run": speed, "page": page, "cores": os.cpu_count()}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -161,8 +207,9 @@ def main() -> int:
               f"(×{size['excerpt_vs_output_read']})")
         print(f"probe_run via MCP (stdio) median {speed['mcp_probe_run_median_s'] * 1000:.0f} ms vs CLI probe run "
               f"{speed['cli_probe_run_median_s'] * 1000:.0f} ms (×{speed['mcp_vs_cli']}, {speed['calls']} calls each)")
+        print(said)
     ok = (size["answer_json_bytes"] <= 32 * 1024 and size["diagnostic_in_answer"] and size["traceback_in_answer"]
-          and size["excerpt_vs_output_read"] <= 4 and speed["mcp_vs_cli"] <= 1.0)
+          and size["excerpt_vs_output_read"] <= 4 and speed["mcp_vs_cli"] <= 1.0 and page["page_text_vs_log"] <= 1.2)
     return 0 if ok else 1
 
 
