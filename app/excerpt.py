@@ -65,10 +65,13 @@ class _Line:
     n: int  # 0-based over the merged output
     stream: str
     text: str
+    utf8: bool = True  # False: the line's bytes are not UTF-8 (U+FFFD in text; run_output has them in base64)
 
     def shown(self) -> dict[str, Any]:
         text = self.text.rstrip("\n")
         out: dict[str, Any] = {"n": self.n + 1, "stream": self.stream}
+        if not self.utf8:
+            out["utf8"] = False
         if len(text) > LINE_CAP:
             out["text"] = text[:LINE_CAP]
             out["cut"] = f"+{len(text) - LINE_CAP:,} characters (run_output has the whole line)"
@@ -109,7 +112,7 @@ def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | No
             if record_line(text.rstrip("\n")) is not None:
                 records += 1
                 continue
-            line = _Line(ln.number, ln.stream, text)
+            line = _Line(ln.number, ln.stream, text, ln.raw is None)
             tails[ln.stream].append(line)
             if pattern is not None and pattern.search(text):
                 match_count += 1
@@ -200,6 +203,10 @@ def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | No
         out["folds_more"] = len(folds) - 20
     if pattern is not None:
         out["grep"] = {"pattern": grep, "matched": match_count, "shown": sum(1 for m in matches if m.n in chosen)}
+    odd = sum(1 for i in items if i.get("utf8") is False)
+    if odd:
+        out["not_utf8"] = (f"{odd} shown line{'s' * (odd != 1)} not UTF-8 (shown with U+FFFD): run_output(run_id={run}, "
+                           "start=N, count=1) gives the exact bytes in base64; `sleuth output RUN --raw` writes them all")
     if left_out > 0:
         out["read_more"] = (f"{left_out:,} line(s) are not shown (none is lost): run_output(run={run}, start=N, count=K) "
                             f"reads any range, run_output(run={run}, grep='REGEX') finds lines, stream='stderr' one stream")

@@ -26,23 +26,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import difflib
 import hmac
+import inspect
 import json
 import os
 import re
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
+from pydantic import ConfigDict, Field, ValidationError, with_config
+from typing_extensions import TypedDict
+
+from .. import __version__
 from .errors import UsageError
 
 try:
     from mcp.server import MCPServer
     from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
 except ImportError:  # the base install stays lean: the SDK is the extra's
     raise UsageError("sleuth mcp needs the MCP SDK: pip install 'sleuth[mcp]'") from None
 
@@ -170,6 +178,7 @@ def run_answer(inv: Investigation, run: int, *, budget: int = DEFAULT_BUDGET, gr
         "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict, "why": e.why()} for e in st.verdict_per_hypothesis(run)],
     }
     data.pop("output", None)  # a path on this machine: run_output reads it
+    data["lines"] = summary["lines"]  # the store's count: a last line without a newline is a line, as shown
     if info.kind == "shell":
         data["command"] = info.params.get("cmd", "")
     elif info.params:
@@ -216,14 +225,378 @@ def bounded_records(records: list[dict[str, Any]], run: int) -> tuple[list[dict[
                  f"every record is whole in the stored output: run_output(run={run}, grep='^@@sleuth:')")
 
 
+# ---------------------------------------------------------------- what a client is told
+
+# Each tool's answer, typed: the SDK derives the tool's outputSchema from these (and checks
+# each answer against it), so a client sees every field described. Extra fields stay allowed:
+# a probe's report carries fields of its own.
+
+_OPEN = ConfigDict(extra="allow")
+D = Field  # short: every field below says what it is
+
+
+@with_config(_OPEN)
+class StateSaid(TypedDict, total=False):
+    """The state an answer speaks of."""
+
+    target: Annotated[str, D(description="the target this state is of")]
+    as_of_event: Annotated[int, D(description="the session's last event when the answer was made")]
+    known: Annotated[bool, D(description="whether the target's state has been read (false: never read, or a shell "
+                                         "command ran since)")]
+    key: Annotated[str | None, D(description="the state's key: the same key is the same measured state")]
+    versions: Annotated[dict[str, Any], D(description="python, torch, triton as read")]
+    remedies_active: Annotated[list[str], D(description="remedies applied on the target now ('lock #3')")]
+    said: Annotated[str, D(description="the state in words")]
+
+
+@with_config(_OPEN)
+class RunAnswer(TypedDict, total=False):
+    """A run as an agent reads it; or, when `refused` is set, the refusal of a repeated check with the
+    earlier run's answer in `earlier`; or, for a fleet target, one answer per member in `answers`."""
+
+    run_id: Annotated[int, D(description="the run's id: run_output(run_id=…) reads its whole output")]
+    probe: Annotated[str | None, D(description="the probe run ('shell' for a shell command)")]
+    target: Annotated[str, D(description="where it ran")]
+    classification: Annotated[str | None, D(description="how it ended: completed, failed, timeout, …")]
+    reason: Annotated[str | None, D(description="why it ended so, in words")]
+    command: Annotated[str, D(description="the shell command, as sent")]
+    params: Annotated[dict[str, Any], D(description="the probe's parameters")]
+    evidence: Annotated[list[dict[str, Any]], D(description="what the run means for each hypothesis: verdict and why")]
+    findings: Annotated[Any, D(description="what the run found, in words")]
+    flags: Annotated[list[dict[str, Any]], D(description="flags raised on the run (circular-retest, oscillation, …)")]
+    records: Annotated[list[dict[str, Any]], D(description="the probe's records (its data), bounded")]
+    records_left_out: Annotated[str, D(description="which record fields were too big for the answer, and where "
+                                                   "they are whole")]
+    lines: Annotated[Any, D(description="the run's line counts per stream")]
+    bytes: Annotated[int, D(description="the run's output bytes")]
+    retest_of: Annotated[Any, D(description="the earlier run this one repeats, if any")]
+    state_changes: Annotated[Any, D(description="what changed since the last run of this same check "
+                                                "(caches and code included)")]
+    verified: Annotated[list[Any], D(description="remedies this run verified")]
+    by: Annotated[str, D(description="who ran it: ui, cli, mcp:<client>")]
+    output: Annotated[dict[str, Any], D(description="a bounded excerpt of the output: `lines` (each with its number "
+                                                    "`n`, or a gap said with `omitted` and `count`), `left_out`, "
+                                                    "`read_more`")]
+    state: Annotated[StateSaid, D(description="the state the run ran in")]
+    forced_because: Annotated[str, D(description="the reason given with force=true")]
+    refused: Annotated[str, D(description="set when the call was refused: 'circular-retest'")]
+    message: Annotated[str, D(description="the refusal in words")]
+    earlier_run: Annotated[int | None, D(description="the run this call would have repeated")]
+    earlier: Annotated[dict[str, Any], D(description="the earlier run's answer")]
+    how_to_run_anyway: Annotated[str, D(description="what to change, or force=true with a reason")]
+    fleet: Annotated[str, D(description="the fleet target run on")]
+    members: Annotated[list[str], D(description="the fleet's members")]
+    runs: Annotated[dict[str, int], D(description="each member's run id")]
+    not_run_again: Annotated[dict[str, Any], D(description="members in the same state as their earlier run")]
+    headline: Annotated[str | None, D(description="the fleet's comparison in one line")]
+    sentences: Annotated[list[str], D(description="how the members differ")]
+    answers: Annotated[dict[str, Any], D(description="each member's run answer")]
+    reading: Annotated[dict[str, Any], D(description="stacks only: verdict, sentences, odd_ranks")]
+
+
+@with_config(_OPEN)
+class PageLine(TypedDict, total=False):
+    """One line of a run's output."""
+
+    n: Annotated[int, D(description="its 1-based number (over both streams, or over `stream` when one is asked)")]
+    stream: Annotated[str, D(description="stdout or stderr")]
+    text: Annotated[str, D(description="its text, without the newline")]
+    utf8: Annotated[bool, D(description="false when the line's bytes are not UTF-8 (then `text` shows them with "
+                                        "U+FFFD and `base64` holds them exactly)")]
+    base64: Annotated[str, D(description="the line's exact bytes, base64, when they are not UTF-8")]
+    newline: Annotated[bool, D(description="false for a last line the command ended without a newline")]
+
+
+OutputPage = with_config(_OPEN)(TypedDict("OutputPage", {
+    "run": Annotated[int, D(description="the run read (the same as run_id)")],
+    "run_id": Annotated[int, D(description="the run read")],
+    "lines_total": Annotated[int, D(description="the run's lines (of `stream`, or of both)")],
+    "stream": Annotated[str, D(description="stdout, stderr or both")],
+    "state": Annotated[dict[str, Any], D(description="the state the run ran in")],
+    "from": Annotated[int, D(description="the first line asked for")],
+    "lines": Annotated[list[PageLine], D(description="the page's lines")],
+    "complete": Annotated[bool, D(description="false while the run still writes")],
+    "next_start": Annotated[int | None, D(description="where the next page starts (null: no more)")],
+    "grep": Annotated[str, D(description="the regex the lines matched")],
+    "matched": Annotated[int, D(description="how many lines matched from `from` on")],
+    "not_utf8": Annotated[int, D(description="how many lines on the page are not UTF-8 (see each line's base64)")],
+    "said": Annotated[str, D(description="the page in words")],
+}, total=False))
+
+
+@with_config(_OPEN)
+class Status(TypedDict, total=False):
+    """The investigation in brief."""
+
+    session: Annotated[str, D(description="the session's file")]
+    title: Annotated[str, D(description="the investigation's title")]
+    events: Annotated[int, D(description="events so far")]
+    runs: Annotated[int, D(description="runs so far")]
+    symptoms: Annotated[list[dict[str, Any]], D(description="symptoms recorded (id, title)")]
+    hypotheses: Annotated[list[dict[str, Any]], D(description="each hypothesis's id, status and evidence counts")]
+    flags: Annotated[list[dict[str, Any]], D(description="the last flags raised")]
+    next_step: Annotated[dict[str, Any], D(description="the one suggested next step: action, said, probe, remedy")]
+    probes: Annotated[dict[str, str], D(description="the built-in probes: id → title")]
+    targets: Annotated[list[str], D(description="the targets of sleuth.toml")]
+    state: Annotated[StateSaid, D(description="the state of `target`")]
+
+
+@with_config(_OPEN)
+class Hypotheses(TypedDict, total=False):
+    """Every hypothesis."""
+
+    hypotheses: Annotated[list[dict[str, Any]], D(description="each hypothesis: status, evidence, probes, remedies, "
+                                                              "known issues, refinements")]
+    as_of_event: Annotated[int, D(description="the session's last event")]
+
+
+@with_config(_OPEN)
+class Events(TypedDict, total=False):
+    """A page of the event log."""
+
+    events: Annotated[list[dict[str, Any]], D(description="each event: seq, ts, kind, by (who wrote it), said")]
+    last_event: Annotated[int, D(description="the session's last event")]
+    more: Annotated[bool, D(description="whether events past this page exist")]
+
+
+@with_config(_OPEN)
+class Written(TypedDict, total=False):
+    """What was written to the investigation."""
+
+    event: Annotated[int, D(description="the event it was written as")]
+    noted: Annotated[str, D(description="note: the text noted")]
+    about: Annotated[str | None, D(description="note: what it is about")]
+    added: Annotated[str, D(description="the id added")]
+    title: Annotated[str, D(description="its title")]
+    status: Annotated[str, D(description="hypothesis_add: its derived status")]
+    explained_by: Annotated[list[str], D(description="symptom_add: the hypotheses that explain it")]
+    hypotheses_joined: Annotated[list[str], D(description="symptom_add: the catalog's hypotheses that joined")]
+    linked: Annotated[list[str], D(description="link: [src, kind, dst]")]
+    baseline: Annotated[int, D(description="baseline: the run marked")]
+    target: Annotated[str, D(description="baseline: the run's target")]
+
+
+@with_config(_OPEN)
+class Known(TypedDict, total=False):
+    """Known upstream issues."""
+
+    target: Annotated[str, D(description="the target whose versions were read")]
+    distributions_read: Annotated[int, D(description="installed distributions read on it")]
+    applies: Annotated[list[dict[str, Any]], D(description="the issues that apply, with what this session measured of "
+                                                           "each fix")]
+    catalog: Annotated[list[dict[str, Any]], D(description="all=true: the whole catalog")]
+
+
+@with_config(_OPEN)
+class Remedy(TypedDict, total=False):
+    """A remedy's plan, application or revert."""
+
+    remedy: Annotated[str, D(description="the remedy (lock, precompile)")]
+    path: Annotated[str, D(description="the file or code tree")]
+    diff: Annotated[str, D(description="the unified diff it makes")]
+    applicable: Annotated[bool, D(description="preview: whether it can apply as it stands")]
+    blocked: Annotated[list[str], D(description="preview: why it cannot apply")]
+    installed: Annotated[list[str], D(description="preview: files of installed packages it would change")]
+    applied: Annotated[bool, D(description="apply: whether anything changed")]
+    application: Annotated[int | None, D(description="apply: the application's id")]
+    installed_packages: Annotated[list[str], D(description="apply: installed packages changed")]
+    reverted: Annotated[int, D(description="revert: the application undone")]
+    files: Annotated[Any, D(description="the files involved")]
+    said: Annotated[str, D(description="what was done, in words")]
+
+
+def _hints(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
+           open_world: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent,
+                           open_world_hint=open_world)
+
+
+READS = _hints(read_only=True, idempotent=True)  # the session only
+WRITES = _hints()  # appends to the session, changes nothing else
+
+Fn = TypeVar("Fn", bound=Callable[..., Any])
+
+
+def _description(doc: str | None) -> str:
+    """A docstring as one paragraph: no indentation, no line breaks of the source."""
+    return re.sub(r"\s*\n\s*", " ", inspect.cleandoc(doc or "")).strip()
+
+
+def _described(fn: Callable[..., Any], params: dict[str, str], returns: Any) -> None:
+    """Give *fn*'s signature a description per parameter and its typed answer, as
+    ``Annotated[T, Field(description=…)]``: the SDK builds the tool's schemas from it. A
+    parameter without a description is a mistake made here, said at start."""
+    sig = inspect.signature(fn, eval_str=True)
+    out = []
+    for name, p in sig.parameters.items():
+        if name == "ctx":
+            out.append(p)
+            continue
+        if name not in params:
+            raise TypeError(f"tool {fn.__name__}: parameter {name!r} has no description")
+        out.append(p.replace(annotation=Annotated[p.annotation, Field(description=params[name])]))
+    unused = set(params) - set(sig.parameters)
+    if unused:
+        raise TypeError(f"tool {fn.__name__}: descriptions of no parameter: {', '.join(sorted(unused))}")
+    fn.__signature__ = sig.replace(parameters=out, return_annotation=returns)  # type: ignore[attr-defined]
+
+
+class _Server(MCPServer):
+    """The SDK's server, with what a client nobody here wrote needs from every tool: an unknown
+    argument refused with the nearest real one, a bad argument said in one line, and a text
+    block that is what a model reads (the data is once, in structuredContent)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            _refuse_unknown(tool.name, list(tool.parameters.get("properties") or {}), arguments)
+        try:
+            result = await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {_one_line(exc.__cause__)}") from None
+        if isinstance(result, CallToolResult) and not result.is_error and isinstance(result.structured_content, dict):
+            result = result.model_copy(update={"content": [TextContent(type="text",
+                                                                       text=render(name, result.structured_content))]})
+        return result
+
+
+def _refuse_unknown(tool: str, known: list[str], arguments: dict[str, Any]) -> None:
+    for key in arguments:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ToolError(f"Error executing tool {tool}: unknown argument {key!r}{hint} "
+                            f"({tool} takes {', '.join(known) or 'no arguments'})")
+
+
+def _one_line(exc: ValidationError) -> str:
+    """pydantic's errors as one line, in the tool's own names: 'missing argument 'text''."""
+    said = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if err["type"] == "missing":
+            said.append(f"missing argument {where!r}")
+            continue
+        got = repr(err.get("input"))
+        got = got if len(got) <= 60 else got[:57] + "..."
+        said.append(f"argument {where!r}: {err['msg'][:1].lower()}{err['msg'][1:]} (got {got})")
+    return "; ".join(said) or "bad arguments"
+
+
+# ---------------------------------------------------------------- the text block
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "),
+                                                            default=str)
+
+
+def _fields(data: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+    """Every field not said otherwise, one line each: nothing of the data is only in the JSON."""
+    return [f"{k}: {_compact(v)}" for k, v in data.items() if k not in skip and v not in (None, [], {}, "")]
+
+
+def _line(item: dict[str, Any], stream: bool = True) -> str:
+    mark = " stderr" if stream and item.get("stream") == "stderr" else ""
+    text = f"{item['n']}{mark}: {item['text']}"
+    if item.get("utf8") is False:
+        text += "  [not UTF-8: shown with U+FFFD; the exact bytes are this line's base64 in structuredContent]"
+    return text
+
+
+def _excerpt_text(out: dict[str, Any]) -> list[str]:
+    said = [f"output: {out.get('lines_total', 0):,} lines; {out.get('lines_shown', 0):,} shown"
+            + (f", {out['left_out']:,} left out (none is lost)" if out.get("left_out") else "")]
+    for item in out.get("lines") or []:
+        if "n" in item:
+            said.append(_line(item))
+        elif "omitted" in item:
+            a, b = item["omitted"]
+            folds = f": {'; '.join(item['folds'])}" if item.get("folds") else ""
+            said.append(f"… lines {a:,}–{b:,} left out ({item['count']:,}){folds}")
+    if out.get("not_utf8"):
+        said.append(out["not_utf8"])
+    if out.get("read_more"):
+        said.append(out["read_more"])
+    return said
+
+
+def _run_text(data: dict[str, Any]) -> list[str]:
+    what = f"`{data['command']}`" if "command" in data else data.get("probe")
+    head = f"run #{data.get('run_id')} {what} on {data.get('target')}: {data.get('classification')}"
+    if data.get("reason"):
+        head += f" — {data['reason']}"
+    said = [head]
+    said += _fields(data, ("run_id", "probe", "command", "target", "classification", "reason", "output"))
+    if isinstance(data.get("output"), dict):
+        said += _excerpt_text(data["output"])
+    return said
+
+
+def render(tool: str, data: dict[str, Any]) -> str:
+    """What a model reads of an answer: the sentences and the excerpt's lines, each field once,
+    no JSON pretty-printed (structuredContent holds the data)."""
+    said: list[str]
+    if tool in ("probe_run", "stacks"):
+        if "refused" in data:
+            said = [f"refused ({data['refused']}): {data.get('message')}", str(data.get("how_to_run_anyway", ""))]
+            said += _fields(data, ("refused", "message", "how_to_run_anyway", "earlier"))
+            if isinstance(data.get("earlier"), dict):
+                said += ["the earlier run's answer:", *_run_text(data["earlier"])]
+        elif "fleet" in data:
+            said = [f"fleet {data['fleet']}: {data.get('headline') or ''}".rstrip()]
+            said += _fields(data, ("fleet", "headline", "answers"))
+            for member, ans in (data.get("answers") or {}).items():
+                said += [f"— {member}:", *_run_text(ans)]
+        else:
+            said = _run_text(data)
+    elif tool == "run_output":
+        said = [f"run #{data.get('run')}: {data.get('said', '')}"]
+        said += _fields(data, ("run", "run_id", "said", "lines", "lines_total", "from", "next_start"))
+        both = data.get("stream") == "both"
+        said += [_line(item, both) for item in data.get("lines") or []]
+    elif tool == "events":
+        said = [f"#{e['seq']} {e['kind']} by {e.get('by') or '?'}: {e.get('said', '')}" for e in data.get("events") or []]
+        said += _fields(data, ("events",))
+    else:
+        said = _fields(data)
+    return "\n".join(said) + "\n"
+
+
 def build_server(workspace: Workspace | None = None, *, session: str | None = None, no_agent: bool = False) -> MCPServer:
     """The MCP server over *workspace*'s investigation (default: the one found from here)."""
     sl = Sleuth(workspace or Workspace.find(), session, no_agent)
-    server = MCPServer("sleuth", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _Server("sleuth", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def tool(hints: ToolAnnotations, returns: Any, **params: str) -> Callable[[Fn], Fn]:
+        """Register a tool: its docstring as one paragraph, each parameter described, its answer typed."""
+        def register(fn: Fn) -> Fn:
+            _described(fn, params, returns)
+            server.add_tool(fn, description=_description(fn.__doc__), annotations=hints)
+            return fn
+        return register
+
+    target_said = "the target's name in sleuth.toml ('local' is this machine); an unknown name is refused"
+    force_said = "run it even though it repeats an earlier check in the same state (needs `reason`)"
+    reason_said = "why a repeat is run anyway (with force=true); recorded with the run"
 
     # ------------------------------------------------------------ runs
 
-    @server.tool()
+    @tool(_hints(destructive=True, open_world=True), RunAnswer,
+          probe="a built-in probe's id (see `status`'s probes); exactly one of probe, script, shell",
+          script="the path of a Python file that speaks the probe protocol",
+          shell="a shell command, run as `bash -c` at the far end, sent byte for byte through every hop",
+          target=target_said + "; a fleet runs a probe on every member",
+          params="the probe's parameters, as an object (never a string to quote)",
+          trials="repetitions, where the probe has them",
+          timeout="seconds before the run is stopped",
+          force=force_said, reason=reason_said,
+          budget="the excerpt's most bytes (default 12000; 1000 to 200000)",
+          grep="a regex: the lines matching it come first in the excerpt",
+          poll="a shell command meant to repeat (nvidia-smi, the tail of a log): said once, its repeats are never "
+               "refused")
     async def probe_run(
         probe: str | None = None,
         script: str | None = None,
@@ -306,7 +679,9 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                 out["forced_because"] = reason.strip()
             return out
 
-    @server.tool()
+    @tool(_hints(open_world=True), RunAnswer, target=target_said,
+          job="a launcher or a process whose job to read", pid="a process id", match="a pattern of the command line",
+          samples="how many readings per rank", force=force_said, reason=reason_said)
     async def stacks(
         target: str = "local",
         job: str | None = None,
@@ -332,9 +707,15 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                                                             "missing", "stuck", "stragglers") if k in result}
         return answer
 
-    @server.tool()
+    @tool(READS, OutputPage,
+          run="the run's id (the same as run_id, probe_run's name for it; give one of the two)",
+          run_id="the run's id, as probe_run answers it (or `run`)",
+          start="the first line, 1-based", count="the most lines on the page (default 200)",
+          grep="a regex: only the lines matching it, from `start` on", stream="'stdout' or 'stderr'; both when left out",
+          ignore_case="grep without regard to case")
     def run_output(
-        run: int,
+        run: int | None = None,
+        run_id: int | None = None,
         start: int = 1,
         count: int = PAGE_LINES,
         grep: str | None = None,
@@ -346,7 +727,14 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
         `start` (1-based), at most `count` (and 64000 bytes of text) — of one `stream`
         ('stdout' or 'stderr') or both as they came; with `grep` (a regex) only the matching
         lines from `start` on. Each page says how many lines there are, how many matched, and
-        `next_start` for the next page."""
+        `next_start` for the next page. The run is `run_id` (as probe_run answers it) or `run`. A line
+        whose bytes are not UTF-8 says so (`utf8: false`) and carries them exactly (`base64`); a last
+        line the run ended without a newline says so (`newline: false`)."""
+        if run is not None and run_id is not None and run != run_id:
+            raise ToolError(f"run={run} and run_id={run_id}: give one of them (they are the same argument)")
+        run = run if run is not None else run_id
+        if run is None:
+            raise ToolError("missing argument 'run_id' (the run's id, as probe_run answers it; `run` also works)")
         if stream not in (None, *STREAMS):
             raise ToolError(f"stream {stream!r}: use 'stdout', 'stderr' or leave it out for both")
         if start < 1 or count < 1:
@@ -361,6 +749,7 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
             lines: list[dict[str, Any]] = []
             used = 0
             matched = 0
+            odd = 0
             next_start: int | None = None
             n = start - 1
             while n < total:
@@ -381,13 +770,19 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                         if pattern is None:
                             break
                         continue
-                    lines.append({"n": number, "stream": ln.stream, "text": text})
+                    item: dict[str, Any] = {"n": number, "stream": ln.stream, "text": text}
+                    if ln.raw is not None:
+                        item.update(utf8=False, base64=base64.b64encode(ln.raw).decode("ascii"))
+                        odd += 1
+                    if not ln.newline:
+                        item["newline"] = False
+                    lines.append(item)
                     used += len(text)
                 if pattern is None and next_start is not None:
                     break
             info = inv.state.runs[run]
             out: dict[str, Any] = {
-                "run": run, "lines_total": total, "stream": stream or "both",
+                "run": run, "run_id": run, "lines_total": total, "stream": stream or "both",
                 "state": {"target": info.target, "run_state_key": info.state_key,
                           "said": f"as run #{run} wrote it on {info.target}"
                                   + (f", in state {info.state_key}" if info.state_key else
@@ -402,15 +797,20 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                            f"no line{' matched' if pattern is not None else ''} from {start} on (of {total:,})")
             if next_start is not None:
                 out["said"] += f"; more from start={next_start}"
+            if odd:
+                out["not_utf8"] = odd
+                out["said"] += (f"; {odd} line{'s' * (odd != 1)} not UTF-8 (shown with U+FFFD; each one's exact bytes "
+                                "in its base64; `sleuth output RUN --raw` writes them all)")
             return out
 
     # ------------------------------------------------------------ the investigation
 
-    @server.tool()
+    @tool(READS, Status, target=target_said)
     def status(target: str = "local", ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """The investigation in brief: its hypotheses and their status, the runs and flags, the
         state of `target`, and the one suggested next step."""
         config = sl.config()
+        _target(sl, target)  # an unknown target is refused here, not by the probe_run it suggests
         with sl.open(ctx) as inv:
             st = inv.state
             probes = builtin_probes()
@@ -427,14 +827,15 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                 "state": state_said(inv, target),
             }
 
-    @server.tool()
+    @tool(READS, Hypotheses)
     def hypotheses(ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Every hypothesis with its derived status, evidence counts, probes, remedies, the
         known upstream issues matched, and its refinements nested."""
         with sl.open(ctx) as inv:
             return {"hypotheses": inv.hypotheses_json(), "as_of_event": inv.state.last_seq}
 
-    @server.tool()
+    @tool(READS, Events, after="events after this number (0: from the first)",
+          limit="the most events (1 to 1000, default 100)")
     def events(after: int = 0, limit: int = 100, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """The event log after event `after` (at most `limit`), each in words, with who wrote it
         (ui, cli, mcp:<client>)."""
@@ -449,14 +850,15 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                     out.append({"seq": e.seq, "ts": e.ts, "kind": e.kind, "by": e.author, "said": event_sentence(e, st)})
             return {"events": out, "last_event": st.last_seq, "more": st.last_seq > (out[-1]["seq"] if out else after)}
 
-    @server.tool()
+    @tool(WRITES, Written, text="the note", about="a hypothesis id or a run (#N)")
     def note(text: str, about: str | None = None, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Add a note to the timeline; `about` a hypothesis id or a run (#N)."""
         with sl.open(ctx) as inv:
             inv.add_note(text, about)
             return {"noted": text, "about": about, "event": inv.state.last_seq}
 
-    @server.tool()
+    @tool(WRITES, Written, id="the symptom's id (a catalog id such as fx-trace-error fills in the text)",
+          title="its title (default: the catalog's, else the id)", text="what was seen, in words")
     def symptom_add(id: str, title: str | None = None, text: str | None = None,
                     ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Record what was observed (a catalog id such as fx-trace-error fills in the text);
@@ -469,7 +871,9 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                     "explained_by": [h for h, hyp in st.hypotheses.items() if id in hyp.explains],
                     "hypotheses_joined": [h for h in st.hypotheses if h not in before], "event": st.last_seq}
 
-    @server.tool()
+    @tool(WRITES, Written, id="the hypothesis's id", title="its title (default: the id)", claim="what it claims",
+          explains="ids of the symptoms it explains", refines="ids of the hypotheses it refines",
+          competes="ids of the hypotheses it competes with", exposes="ids of the hypotheses it exposes")
     def hypothesis_add(
         id: str, title: str | None = None, claim: str | None = None, explains: list[str] | None = None,
         refines: list[str] | None = None, competes: list[str] | None = None, exposes: list[str] | None = None,
@@ -483,7 +887,9 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
             inv.add_hypothesis(id, title or id, claim or "", explains or [], links)
             return {"added": id, "status": inv.state.status(id), "event": inv.state.last_seq}
 
-    @server.tool()
+    @tool(WRITES, Written, src="the hypothesis linked from",
+          kind="refines, competes, exposes (to a hypothesis) or explains (to a symptom)",
+          dst="the hypothesis or symptom linked to")
     def link(src: str, kind: str, dst: str, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Link hypothesis `src` to `dst`: refines, competes or exposes another hypothesis, or
         explains a symptom."""
@@ -491,14 +897,15 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
             inv.link(src, kind, dst)
             return {"linked": [src, kind, dst], "event": inv.state.last_seq}
 
-    @server.tool()
+    @tool(_hints(idempotent=True), Written, run="the id of a completed run")
     def baseline(run: int, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Mark a completed run as its target's baseline (env-fingerprint compares against it)."""
         with sl.open(ctx) as inv:
             inv.mark_baseline(run)
             return {"baseline": run, "target": inv.state.runs[run].target, "event": inv.state.last_seq}
 
-    @server.tool()
+    @tool(_hints(read_only=True, idempotent=True, open_world=True), Known, target=target_said,
+          all="list the whole catalog instead (nothing read on the target)")
     async def known(target: str = "local", all: bool = False, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """The known upstream issues that apply to what `target` has now (its versions read
         now), with what this session measured of each fix; `all` lists the whole catalog."""
@@ -510,9 +917,9 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
             entries = load_known([sl.ws.dir / "known"])
         except (HypothesisError, SessionError) as exc:
             raise ToolError(str(exc)) from None
+        tgt = _target(sl, target)
         if all:
             return {"catalog": [e.to_dict() for e in entries.values()]}
-        tgt = _target(sl, target)
         runner = sl.runner()
         try:
             measured = await measure_state(tgt, runner=runner)
@@ -527,7 +934,8 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
 
     # ------------------------------------------------------------ remedies
 
-    @server.tool()
+    @tool(_hints(read_only=True, idempotent=True, open_world=True), Remedy, remedy="lock or precompile",
+          path="a file or a code tree (default: the target's code tree)", target=target_said)
     def remedy_preview(remedy: str, path: str | None = None, target: str = "local",
                        ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """The diff a remedy (lock or precompile) would make to a file or a code tree (default:
@@ -551,7 +959,10 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
             answer["installed"] = [p.installed.said for p in plans if p.installed is not None]
             return answer
 
-    @server.tool()
+    @tool(_hints(destructive=True, idempotent=True, open_world=True), Remedy, remedy="lock or precompile",
+          path="a file or a code tree (default: the target's code tree)", target=target_said,
+          hypothesis="the hypothesis the remedy is for",
+          into_installed_package="allow changing a file of an installed package (site-packages)")
     def remedy_apply(remedy: str, path: str | None = None, target: str = "local", hypothesis: str | None = None,
                      into_installed_package: bool = False,
                      ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
@@ -581,7 +992,8 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                     "said": "; ".join([said, *changed]),
                     "installed_packages": [r["installed_package"] for r in records if r.get("installed_package")]}
 
-    @server.tool()
+    @tool(_hints(destructive=True, open_world=True), Remedy,
+          path="the remedied file or code tree (default: the target's code tree)", target=target_said)
     def remedy_revert(path: str | None = None, target: str = "local", ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Restore the exact original bytes of a remedied file or code tree (recorded)."""
         from ..sessions import RemedyError, revert_remedy, revert_tree

@@ -118,7 +118,9 @@ class OutputLine:
     number: int  # 0-based, over the run's merged output
     stream: str
     ts: float
-    text: str
+    text: str  # the line's bytes as UTF-8, without its newline; U+FFFD where they are not UTF-8 (then see raw)
+    raw: bytes | None = None  # the line's exact bytes, only when they are not UTF-8
+    newline: bool = True  # False for a last line the run ended without a newline (or one still being written)
 
 
 class Store:
@@ -354,9 +356,9 @@ class Store:
         got: dict[int, OutputLine] = {}
         pending: dict[int, tuple[int, float, bytearray]] = {}  # stream -> a wanted line still open
 
-        def finish(s: int) -> None:
+        def finish(s: int, newline: bool = True) -> None:
             n, t, buf = pending.pop(s)
-            got[n] = OutputLine(n, STREAMS[s], t, buf.decode("utf-8", "replace"))
+            got[n] = _line(n, STREAMS[s], t, bytes(buf), newline)
 
         for s, ts, line0, nlines, starts_mid, data in rows:
             pieces = bytes(data).split(b"\n")
@@ -371,7 +373,7 @@ class Store:
             # pieces[k] is line line0 + k; the last piece is the start of a line still open
             whole = len(pieces) - 1
             for k in range(max(start - line0, 0), min(end - line0, whole)):
-                got[line0 + k] = OutputLine(line0 + k, STREAMS[s], ts, pieces[k].decode("utf-8", "replace"))
+                got[line0 + k] = _line(line0 + k, STREAMS[s], ts, pieces[k])
             last = line0 + whole
             if pieces[-1] and start <= last < end:
                 pending[s] = (last, ts, bytearray(pieces[-1]))
@@ -379,7 +381,7 @@ class Store:
                 break
         else:
             for s in list(pending):
-                finish(s)
+                finish(s, newline=False)
         return [got[n] for n in range(start, end) if n in got]
 
     def find(
@@ -509,6 +511,14 @@ class Store:
             if best is not None and all(n >= best for n in open_line.values()):
                 break
         return best
+
+
+def _line(n: int, stream: str, ts: float, data: bytes, newline: bool = True) -> OutputLine:
+    """One stored line as text; bytes that are not UTF-8 are kept beside it, never lost in U+FFFD."""
+    try:
+        return OutputLine(n, stream, ts, data.decode("utf-8"), None, newline)
+    except UnicodeDecodeError:
+        return OutputLine(n, stream, ts, data.decode("utf-8", "replace"), data, newline)
 
 
 def _line_at(data: bytes, pos: int, line0: int, starts_mid: bool, carried: int) -> int:
