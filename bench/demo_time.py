@@ -14,7 +14,9 @@ Each variant runs ``python -m sleuth demo --auto hunt`` with that tree first on 
 figures: the whole demo's seconds, its ratio to the first variant of the same round, the seconds of each step's
 run as the demo printed them, and the verification's verdict (its trials and strength), so a
 faster demo with a weaker verdict shows. ``--cores N`` pins every process to N cores (the
-issue's figure is for 2). No goal is asserted: the table is the result.
+issue's figure is for 2). Each row says the machine's load average over the five minutes after
+it (about 2 is the demo alone on 2 cores; more is other work, which slows one variant and not
+another). No goal is asserted: the table is the result.
 
     python bench/demo_time.py --baseline 2750fd0 [--variants before,after] [--rounds 1] [--cores 2] [--json FILE]
 """
@@ -67,10 +69,13 @@ def importable(tree: Path, into: Path) -> Path:
 def run_demo(path: Path, extra_env: dict[str, str]) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="sleuth-bench-demo-"))
     env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join([str(path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    load_before = os.getloadavg()[0]
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "sleuth", "demo", "--auto", "hunt"], cwd=work, env=env,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    # the machine's own load, beside the demo's (other work on it slows every variant alike only if it lasts)
+    load = (load_before, os.getloadavg()[1])
     out = proc.stdout
     shutil.rmtree(work, ignore_errors=True)
     steps = [{"run": int(m.group(1)), "probe": m.group(2), "classification": m.group(3), "seconds": float(m.group(4)),
@@ -78,6 +83,7 @@ def run_demo(path: Path, extra_env: dict[str, str]) -> dict[str, Any]:
     verified = VERIFIED.search(out)
     return {
         "seconds": round(seconds, 1),
+        "load": {"1min_before": round(load[0], 2), "5min_after": round(load[1], 2)},
         "exit": proc.returncode,
         "steps": steps,
         "reproduced": "supports compile-race" in out,
@@ -131,7 +137,9 @@ def main() -> int:
                 path, extra = trees[v]
                 got = run_demo(path, extra)
                 results[v].append(got)
-                print(f"round {r + 1} {v}: {got['seconds']:.1f} s (exit {got['exit']})", file=sys.stderr, flush=True)
+                print(f"round {r + 1} {v}: {got['seconds']:.1f} s (exit {got['exit']}; load average "
+                      f"{got['load']['1min_before']:.1f} before, {got['load']['5min_after']:.1f} over the last 5 min after)",
+                      file=sys.stderr, flush=True)
                 if got["exit"]:
                     print(got["tail"], file=sys.stderr)
     finally:
@@ -141,7 +149,7 @@ def main() -> int:
 
     print(f"sleuth demo --auto, end to end · {len(cores)} core(s) {cores} · Python {sys.version.split()[0]} · "
           f"torch {torch.__version__} · baseline: {args.baseline or '-'} · {args.rounds} round(s)")
-    print(f"{'variant':<18} {'seconds':>8} {'ratio':>6}  {'reproduce':>9} {'cache':>6} {'verify':>7}  "
+    print(f"{'variant':<18} {'seconds':>8} {'ratio':>6} {'load':>5}  {'reproduce':>9} {'cache':>6} {'verify':>7}  "
           "the cache's first look · the verification's verdict")
     summary = {}
     for v in variants:
@@ -154,7 +162,8 @@ def main() -> int:
             said = ("-" if verdict is None else f"{verdict['result']}: {verdict['failed_after']} of {verdict['trials_after']} "
                     f"failed after, {verdict['failed_before']} of {verdict['trials_before']} before — {verdict['strength']}")
             cache = next((s["verdicts"] for s in got["steps"] if s["probe"] == "compile-cache"), "-")
-            print(f"{v:<18} {secs:>8.1f} {secs / first:>6.2f}  {races[0] if races else float('nan'):>9.1f} "
+            print(f"{v:<18} {secs:>8.1f} {secs / first:>6.2f} {got['load']['5min_after']:>5.1f}  "
+                  f"{races[0] if races else float('nan'):>9.1f} "
                   f"{by.get('compile-cache', float('nan')):>6.1f} {races[-1] if len(races) > 1 else float('nan'):>7.1f}  "
                   f"{cache} · {said}")
         summary[v] = results[v]

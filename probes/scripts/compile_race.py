@@ -324,7 +324,8 @@ def run_all(planned):
     width = min(side_by_side(), len(planned)) or 1
     t0 = time.monotonic()
     waiting = list(enumerate(planned))
-    running, results = [], [None] * len(planned)
+    running = []
+    results: list = [None] * len(planned)  # each run's trial dict, once it ended (a local annotation: never evaluated)
 
     def progress(event, name, said):
         done = sum(r is not None for r in results)
