@@ -233,9 +233,16 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_output(args: argparse.Namespace) -> int:
-    """A run's stored output as plain text: every byte as the run wrote it, pipe-friendly."""
+    """A run's stored output as plain text: every byte as the run wrote it, pipe-friendly.
+
+    A last line the run ended without a newline is written without one. Bytes that are not
+    UTF-8 are shown with U+FFFD and said on stderr; ``--raw`` writes the stored bytes
+    exactly (of one ``--stream``, or both as they came), nothing decoded."""
     path = _session_path(args.session)
     run = _run_id(args.run)
+    raw = bool(getattr(args, "raw", False))
+    if raw and (args.grep is not None or args.line_numbers):
+        raise UsageError("--raw writes the stored bytes exactly: it takes no --grep or --line-numbers")
     pattern = None
     if args.grep is not None:
         try:
@@ -247,18 +254,34 @@ def cmd_output(args: argparse.Namespace) -> int:
             known = ", ".join(f"#{r}" for r in inv.state.runs) or "none yet"
             raise UsageError(f"no run #{run} in {path}; runs: {known}")
         store = inv.store
+        if raw:
+            for stream, _ts, data in store.output_chunks(run):
+                if args.stream in (None, stream):
+                    sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            return 0
         summary = store.output_summary(run)
         total = summary["lines"][args.stream] if args.stream else sum(summary["lines"].values())
         out = sys.stdout
         matched = 0
+        odd = 0
+        owed = ""  # the newline a line without one is owed once another line follows it
         for start in range(0, total, 10_000):
             for ln in store.lines(run, start, 10_000, stream=args.stream):
                 text = ln.text.rstrip("\n")
                 if pattern is not None and not pattern.search(text):
                     continue
                 matched += 1
-                out.write((f"{ln.number + 1}:" if args.line_numbers else "") + text + "\n")
+                odd += ln.raw is not None
+                out.write(owed + (f"{ln.number + 1}:" if args.line_numbers else "") + text)
+                owed = "\n"
+                if ln.newline or pattern is not None or args.line_numbers:
+                    out.write("\n")
+                    owed = ""
         out.flush()
+    if odd:
+        print(f"sleuth output: {odd} line{'s' * (odd != 1)} not UTF-8 (shown with U+FFFD): "
+              f"sleuth output {run} --raw writes the stored bytes exactly", file=sys.stderr)
     if pattern is not None and not matched:
         return 1  # as grep: nothing matched
     return 0
