@@ -56,11 +56,16 @@ from .runs import (
     request_for_shell,
     run_probe,
 )
+from .steps import NextStep, StepKind, investigation_next_step, next_step
 from .store import STREAMS, OutputLine, Store
 from .workspace import Workspace
 
 __all__ = [
     "CheckAsk",
+    "NextStep",
+    "StepKind",
+    "investigation_next_step",
+    "next_step",
     "CheckError",
     "ResolvedCheck",
     "request_for_check",

@@ -74,14 +74,14 @@ class InvestigationScreen(RemedyActions):
             run = st.runs[sel.run]
             if run.kind == "shell":
                 return NextStep("run", "r", f"re-run #{run.id}'s shell command: {run.params.get('cmd', '')}",
-                                probe="shell", params={"cmd": run.params.get("cmd", "")})
+                                probe="shell", params={"cmd": run.params.get("cmd", "")}, kind="run")
             if run.probe in self.app.probes:
                 return NextStep("run", "r", f"re-run #{run.id} {run.probe}{self._retest_note(run.probe, run.params)}",
-                                probe=run.probe, hypothesis=sel.hypothesis, params=dict(run.params))
+                                probe=run.probe, hypothesis=sel.hypothesis, params=dict(run.params), kind="run")
         if sel.kind == "probe" and sel.id in self.app.probes:
             params = self.app.config.params_for(sel.id)
             return NextStep("run", "r", f"run {sel.id}{self._retest_note(sel.id, params)}", probe=sel.id,
-                            hypothesis=sel.hypothesis)
+                            hypothesis=sel.hypothesis, kind="run")
         return next_step(st, sel.hypothesis, self.app.probes, self.app.target.name, self.app.config.params_for)
 
     def _retest_note(self, probe: str, params: dict[str, Any]) -> str:
