@@ -470,3 +470,97 @@ def test_records_too_big_for_an_answer_keep_their_small_fields_and_say_what_went
     assert kept[0]["verdict"] == "rank 2 is stuck" and kept[0]["sentences"] == ["rank 2 waits in allreduce"]
     assert kept[0]["left_out"] == ["per_rank"] and "per_rank" not in kept[0] and kept[1] == {"kind": "done", "ok": True}
     assert said is not None and "result: per_rank" in said and "run_output(run=4, grep='^@@sleuth:')" in said
+
+
+@pytest.mark.parametrize("transport", ["memory", "stdio"])
+async def test_a_client_finds_every_tool_described_typed_and_annotated_and_bad_calls_said_in_one_line(project, transport):
+    """Issue 44, as the SDK's client sees it: every parameter described, every answer typed
+    (no bare outputSchema), descriptions without docstring indentation, annotations, the
+    server's version (sleuth --version's), an unknown argument refused naming the nearest real
+    one, a bad or missing argument in one line, an unknown target refused by every tool."""
+    from sleuth import __version__
+
+    if transport == "memory":
+        server: Any = build_server(Workspace(project), no_agent=True)
+    else:
+        server = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project), env=dict(os.environ))
+    async with Client(server, client_info=AGENT) as client:
+        info = client.server_info
+        assert info is not None and info.name == "sleuth" and info.version == __version__
+        assert f"sleuth {__version__}" in sleuth(project, "--version").stdout
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name, t in tools.items():
+            assert t.description and "\n" not in t.description and "  " not in t.description, name
+            params = t.input_schema.get("properties", {})
+            assert all(p.get("description") for p in params.values()), name
+            assert t.output_schema and t.output_schema.get("properties"), f"{name}: a bare outputSchema"
+            assert all(p.get("description") for p in t.output_schema["properties"].values()), name
+            assert t.annotations is not None and t.annotations.read_only_hint is not None, name
+        assert tools["remedy_apply"].annotations.destructive_hint is True  # type: ignore[union-attr]
+        assert tools["remedy_revert"].annotations.destructive_hint is True  # type: ignore[union-attr]
+        for reader in ("status", "hypotheses", "events", "run_output", "remedy_preview", "known"):
+            assert tools[reader].annotations.read_only_hint is True, reader  # type: ignore[union-attr]
+        assert tools["probe_run"].annotations.open_world_hint is True  # type: ignore[union-attr]
+
+        typo = error_of(await client.call_tool("probe_run", {"shell": "echo typo", "forse": True}))
+        assert "unknown argument 'forse'; did you mean 'force'?" in typo and "\n" not in typo
+        with current(project) as inv:
+            assert not inv.state.runs  # refused before anything ran
+        assert error_of(await client.call_tool("note", {})) == "Error executing tool note: missing argument 'text'"
+        bad = error_of(await client.call_tool("run_output", {"run": "abc"}))
+        assert "argument 'run'" in bad and "\n" not in bad and "pydantic" not in bad
+        for name, args in [("status", {}), ("known", {"all": True}), ("probe_run", {"shell": "true"}),
+                           ("remedy_preview", {"remedy": "lock"}), ("remedy_revert", {}), ("stacks", {"pid": "1"})]:
+            said = error_of(await client.call_tool(name, {**args, "target": "nosuch"}))
+            assert "'nosuch'" in said and "\n" not in said, (name, said)
+
+
+async def test_each_answer_once_the_text_block_is_what_a_model_reads(project):
+    """A run_output page of ~37 KB of log: its text block is the numbered lines (under 1.2x the
+    log bytes it carries), not a second pretty-printed copy of structuredContent; probe_run's
+    text says the run and the excerpt's lines, with the gaps said."""
+    log = project / "log.py"
+    log.write_text("for i in range(1, 800):\n    print(f'[rank{i % 8}] step {i:>6} loss {1.0 / i:.6f} tok/s 41233')\n")
+    async with Client(build_server(Workspace(project), no_agent=True), client_info=AGENT) as client:
+        cmd = f"cd {project} && {sys.executable} debug_fx.py"
+        ran = await client.call_tool("probe_run", {"shell": cmd, "budget": 6000})
+        text = ran.content[0].text  # type: ignore[union-attr]
+        data = answer(ran)
+        assert text.startswith(f"run #{data['run_id']} `{cmd}` on local: failed")
+        assert "7000: In flex_attention_forward - is_fx_tracing: True" in text
+        assert "7305 stderr: RuntimeError: Detected that you are using FX" in text
+        assert "left out" in text and "Qwen3Config {" in text and "run_output(" in text
+        assert len(text.encode()) < len(json.dumps(data, indent=2).encode())
+        page_run = answer(await client.call_tool("probe_run", {"shell": f"{sys.executable} {log}"}))["run_id"]
+        page = await client.call_tool("run_output", {"run_id": page_run, "count": 5000})
+        got = answer(page)
+        carried = sum(len(ln["text"].encode()) + 1 for ln in got["lines"])
+        block = page.content[0].text  # type: ignore[union-attr]
+        assert len(got["lines"]) == 799 and carried > 35_000
+        assert len(block.encode()) < 1.2 * carried, (len(block.encode()), carried)
+        assert "1: [rank1] step      1 loss 1.000000" in block and not block.lstrip().startswith("{")
+        # run and run_id name the same run; both given and different is refused
+        assert answer(await client.call_tool("run_output", {"run": page_run, "count": 1}))["run_id"] == page_run
+        assert "give one of them" in error_of(await client.call_tool("run_output", {"run": 1, "run_id": page_run}))
+
+
+async def test_bytes_that_are_not_utf8_are_said_and_given_exactly(project):
+    """b"\\xff\\xfe" never silently becomes U+FFFD: the answer says the line is not UTF-8 and
+    carries its bytes (base64); `sleuth output` adds no newline the command never printed and
+    says where a line was not UTF-8; a last line without a newline is counted."""
+    import base64
+
+    async with Client(build_server(Workspace(project), no_agent=True), client_info=AGENT) as client:
+        ran = answer(await client.call_tool("probe_run", {"shell": "printf 'a\\n\\xff\\xfe\\nlast'"}))
+        assert ran["lines"]["stdout"] == 3 and ran["output"]["lines_total"] == 3
+        shown = [ln for ln in ran["output"]["lines"] if "n" in ln]
+        assert shown[1]["utf8"] is False and "not_utf8" in ran["output"]
+        page = answer(await client.call_tool("run_output", {"run_id": ran["run_id"]}))
+        assert page["lines_total"] == len(page["lines"]) == 3 and page["not_utf8"] == 1
+        assert base64.b64decode(page["lines"][1]["base64"]) == b"\xff\xfe"
+        assert page["lines"][2] == {"n": 3, "stream": "stdout", "text": "last", "newline": False}
+    import subprocess
+
+    proc = subprocess.run([SLEUTH, "output", str(ran["run_id"])], cwd=project, capture_output=True)
+    assert proc.stdout == "a\n\ufffd\ufffd\nlast".encode()  # no newline the command never printed
+    assert b"not UTF-8" in proc.stderr and b"--raw" in proc.stderr
