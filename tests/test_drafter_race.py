@@ -72,7 +72,7 @@ def test_compile_race_is_gone_after_precompile(project):
 
     run = json.loads(
         sleuth(project, "probe", "run", "fx-trace-state", "--param", "entry=drafter/train.py",
-               "--param", 'args=["--race", "compile", "--steps", "4"]', "--json").stdout
+               "--param", 'args=["--race", "compile", "--steps", "4"]', "--json", timeout=600).stdout
     )
     result = next(r for r in run["records"] if r["kind"] == "result")
     assert len(result["shapes"]) == 4  # one sequence length per worker
@@ -99,7 +99,7 @@ def test_probes_tell_the_hypotheses_apart(project, tmp_path):
     race = json.loads(
         sleuth(project, "probe", "run", "compile-race", "--param", "entry=drafter/train.py", "--param", "trials=1",
                "--param", 'args=["--steps", "6"]', "--param", 'control_args=["--threads", "1"]', "--param", "race=fx-trace",
-               "--json", check=False).stdout
+               "--json", check=False, timeout=600).stdout
     )
     assert race["classification"] == "completed", race["reason"]
     result = next(r for r in race["records"] if r["kind"] == "result")
