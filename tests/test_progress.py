@@ -49,6 +49,7 @@ def project(root: Path, trials: int) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_runs_go_side_by_side_each_said_whole_and_in_order(tmp_path: Path):
     root = project(tmp_path / "proj", trials=3)
     env = {**os.environ, "SLEUTH_RACE_SIDE_BY_SIDE": "2"}
@@ -77,6 +78,7 @@ def test_runs_go_side_by_side_each_said_whole_and_in_order(tmp_path: Path):
         assert len(pids) == 1, (name, body)
 
 
+@pytest.mark.slow
 def test_one_after_another_when_asked(tmp_path: Path):
     root = project(tmp_path / "proj", trials=2)
     env = {**os.environ, "SLEUTH_RACE_SIDE_BY_SIDE": "1"}
@@ -88,6 +90,7 @@ def test_one_after_another_when_asked(tmp_path: Path):
     assert [r["run"] for r in progress if r["event"] == "ended"] == ["trial 1 of 2", "trial 2 of 2", "single-thread control"]
 
 
+@pytest.mark.slow
 @pytest.mark.tui
 async def test_the_run_header_says_how_far_a_long_run_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from sleuth.app.tui import SleuthApp
