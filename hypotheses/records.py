@@ -26,7 +26,7 @@ __all__ = [
 STATUSES = ("open", "supported", "refuted", "confirmed", "inconclusive")
 # glyphs nobody misreads: ✗ is refuted (never ✓, which reads as "good"), ★ confirmed
 STATUS_GLYPHS = {"open": "○", "supported": "●", "refuted": "✗", "confirmed": "★", "inconclusive": "?"}
-STATUS_LEGEND = "○open ●supported ★confirmed ✗refuted ?mixed"
+STATUS_LEGEND = "○open ●supported ✗refuted ★confirmed ?inconclusive"  # as the tree's legend says it
 VERDICTS = ("supports", "refutes", "inconclusive")
 
 

@@ -36,7 +36,7 @@ class ProbeDef:
     baseline: bool = False  # sessions passes the target's baseline result as params["baseline"]
     fork: bool = False  # safe to run forked from a warm agent (no CUDA, no process-global state)
     stochastic: bool = False  # a sample of a race: a repeat adds trials, it is never a circular retest
-    analysis: str | None = None  # what sleuth reads from the records into the result ("stacks": hypotheses/hang.py)
+    analysis: str | None = None  # what sleuth reads from the records into the result ("stacks": hypotheses/hang/)
     # params with no default that fits every project (the user's entry script): a run needs them set
     required: tuple[str, ...] = ()
 

@@ -38,7 +38,7 @@ class FleetReport:
     reused: dict[str, int] = field(default_factory=dict)  # member -> its earlier run (same state)
     comparison: Comparison | None = None
     evidence: list[tuple[str, int]] = field(default_factory=list)  # (odd member, run) that support drift
-    hang: dict[str, Any] | None = None  # a stacks fan-out: every member's ranks read together (hypotheses/hang.py)
+    hang: dict[str, Any] | None = None  # a stacks fan-out: every member's ranks read together (hypotheses/hang/)
 
 
 # ---------------------------------------------------------------- members

@@ -2,7 +2,7 @@
 127.0.0.1 started by torch's own launcher (tests/hang_job.py), each fault and a healthy run,
 read by `sleuth probe run stacks` as a user runs it — on the local target, through the real
 sshd (jump + pct stand-in, py-spy copied to the far end), and as another user without ptrace
-rights. The reading itself (hypotheses/hang.py) is unit-tested on records shaped like the
+rights. The reading itself (hypotheses/hang/) is unit-tested on records shaped like the
 probe's."""
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ mkdir -p $W/bin && cp $REPO/.venv/bin/py-spy $W/bin/
 cd $W && PATH=$W/bin:$PATH P1=$P1 P2=$P2 python - <<'P'
 import json, os, sys, time
 import importlib.util
-spec = importlib.util.spec_from_file_location("hang", os.path.join(os.getcwd(), "sleuth", "hypotheses", "hang.py"))
+folder = os.path.join(os.getcwd(), "sleuth", "hypotheses", "hang")  # a package: its modules import each other only
+spec = importlib.util.spec_from_file_location("hang", os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
 hang = importlib.util.module_from_spec(spec); sys.modules["hang"] = hang; spec.loader.exec_module(hang)
 analyze_stacks = hang.analyze_stacks  # the reading alone: pure, standard library (no tomlkit on the device)
 src = open(os.path.join(os.getcwd(), "sleuth", "probes", "scripts", "stacks.py")).read()

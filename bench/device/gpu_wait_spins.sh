@@ -1,6 +1,6 @@
 # Run on a GPU machine from the repository root, with .venv/bin/py-spy carried: does a host
 # thread waiting on the GPU (a long kernel, then synchronize) spin on CPU? If it does, stacks
-# must read such ranks as busy, not moving (hypotheses/hang.py _spinning). Not yet run: no
+# must read such ranks as busy, not moving (hypotheses/hang/ _spinning). Not yet run: no
 # device was lent when it was written.
 REPO=$(pwd)
 python -c "import torch;print(torch.__version__)"

@@ -8,7 +8,7 @@ Nothing is sent to the job: no signal, no ptrace stop. Where py-spy cannot read 
 (another user, a container without SYS_PTRACE, Yama), a finding says which and the fix.
 
 Standard library only. What the stacks mean (the odd ranks, stuck or slow) is decided by
-sleuth from these records (hypotheses/hang.py)."""
+sleuth from these records (hypotheses/hang/)."""
 
 PROBE = {
     "fork": True,  # reads /proc and runs py-spy: safe to fork from a warm agent
@@ -23,7 +23,7 @@ PROBE = {
                 "deadlocks", "stragglers", "healthy", "missing", "elsewhere", "verdict", "odd_ranks", "sentences",
                 "flight_recorder", "fr_behind", "fr_mismatch", "fr_agrees", "helpers", "jobs", "compared", "stopped",
                 "agreed", "straggler_tested", "native_read"],
-    "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang.py) into the result's fields
+    "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang/) into the result's fields
 }
 
 if "emit" not in globals():  # run standalone: records as JSON lines on stdout
