@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grep", metavar="PAT", help="only lines matching this regular expression (exit 1 if none)")
     p.add_argument("-i", "--ignore-case", action="store_true", help="with --grep: ignore case")
     p.add_argument("-n", "--line-numbers", action="store_true", help="prefix each line with its number in the run")
+    p.add_argument("--raw", action="store_true", help="write the stored bytes exactly, as the command printed them (no --grep or -n)")
 
     _probe_commands(sub, add)
     _agent_commands(sub, add)

@@ -564,3 +564,5 @@ async def test_bytes_that_are_not_utf8_are_said_and_given_exactly(project):
     proc = subprocess.run([SLEUTH, "output", str(ran["run_id"])], cwd=project, capture_output=True)
     assert proc.stdout == "a\n\ufffd\ufffd\nlast".encode()  # no newline the command never printed
     assert b"not UTF-8" in proc.stderr and b"--raw" in proc.stderr
+    raw = subprocess.run([SLEUTH, "output", str(ran["run_id"]), "--raw"], cwd=project, capture_output=True)
+    assert raw.returncode == 0 and raw.stdout == b"a\n\xff\xfe\nlast", raw  # the stored bytes, exactly
