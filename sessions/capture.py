@@ -65,8 +65,11 @@ class CaptureWriter:
 
     @property
     def lines(self) -> dict[str, int]:
+        """Lines stored per stream, a last line without its newline included; bytes held back
+        for the redactor (see flush) that begin a line count as that line already."""
         self._drain()
-        return {"stdout": self._slines[0], "stderr": self._slines[1]}
+        return {name: self._slines[s] + (1 if self._carry[s] and not self._mid[s] else 0)
+                for s, name in ((0, "stdout"), (1, "stderr"))}
 
     @property
     def bytes(self) -> int:

@@ -386,3 +386,11 @@ def test_a_repeated_shell_command_in_the_same_state_is_a_circular_retest_unless_
     flags = [e["data"] for e in json.loads(sleuth(here, "events", "--json").stdout) if e["kind"] == "flag.raised"]
     assert [(f["flag"], f["earlier"], f.get("forced_because")) for f in flags if f.get("run")] == \
         [("circular-retest", run, "the log rotated")], flags
+
+
+def test_a_last_line_without_its_newline_is_counted(here):
+    """Issue 44: `printf 'a\\nb\\nlast'` printed three lines; the run says three, and the store has them."""
+    sleuth(here, "init")
+    out = sleuth(here, "probe", "run", "--shell", "printf 'a\\nb\\nlast'").stdout
+    assert "stdout had 3 lines" in out and "(3 + 0 lines" in out, out
+    assert sleuth(here, "output", "1", "--raw").stdout == "a\nb\nlast"
