@@ -208,6 +208,9 @@ def _probe_commands(sub: Any, add: Any) -> None:
     p.add_argument("--hook", action="store_true",
                    help="with --shell: every Python process the command starts can dump its stacks to sleuth "
                         "without ptrace (faulthandler on SIGUSR2; the stacks probe uses it)")
+    p.add_argument("--sample", action="store_true",
+                   help="with --shell: the command is one sample of a flaky failure; its runs in the same state pool "
+                        "as trials (how many failed of how many), never refused as circular retests")
     p.add_argument("--poll", action="store_true",
                    help="with --shell: the command is meant to repeat (nvidia-smi, the tail of a log); said once, "
                         "its repeats on this target are never refused as circular retests")

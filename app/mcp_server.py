@@ -279,6 +279,8 @@ class RunAnswer(TypedDict, total=False):
                                                     "`read_more`")]
     state: Annotated[StateSaid, D(description="the state the run ran in")]
     forced_because: Annotated[str, D(description="the reason given with force=true")]
+    samples: Annotated[dict[str, Any], D(description="sample=true: this command's samples in this state pooled: "
+                                                     "`runs`, `failed`, `ids`, `interval` (95%), `said`")]
     refused: Annotated[str, D(description="set when the call was refused: 'circular-retest'")]
     message: Annotated[str, D(description="the refusal in words")]
     earlier_run: Annotated[int | None, D(description="the run this call would have repeated")]
@@ -596,7 +598,9 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
           budget="the excerpt's most bytes (default 12000; 1000 to 200000)",
           grep="a regex: the lines matching it come first in the excerpt",
           poll="a shell command meant to repeat (nvidia-smi, the tail of a log): said once, its repeats are never "
-               "refused")
+               "refused",
+          sample="a shell command that is one sample of a flaky failure: its runs in the same state pool as trials "
+                 "(the answer's `samples`: how many failed of how many), never refused")
     async def probe_run(
         probe: str | None = None,
         script: str | None = None,
@@ -610,6 +614,7 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
         budget: int = DEFAULT_BUDGET,
         grep: str | None = None,
         poll: bool = False,
+        sample: bool = False,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Run a check on the target and record it: a built-in `probe` (see `status`), a `script`
@@ -618,7 +623,8 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
         number of repetitions where the probe has them. A repeat of an earlier check in the same
         measured state, a shell command's included, is refused with that run's answer; `force`
         runs it anyway and needs a `reason` (recorded). `poll` declares a shell command meant to
-        repeat (nvidia-smi, the tail of a log): said once, its repeats are never refused. The answer: the run's id, classification and reason, verdicts, flags,
+        repeat (nvidia-smi, the tail of a log): said once, its repeats are never refused; `sample`
+        says a shell command is one sample of a flaky failure, its runs in one state pooled. The answer: the run's id, classification and reason, verdicts, flags,
         findings, records, line counts and `output`, an excerpt of at most `budget` bytes
         (default 12000) that says how many lines it left out; `grep` (a regex) puts the lines
         you look for first. Read the rest with run_output."""
@@ -629,7 +635,7 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
         if trials is not None:
             asked["trials"] = trials
         ask = CheckAsk(probe=probe, script=script, shell=shell, target=target, params=asked, force=force,
-                       reason=reason, poll=poll)
+                       reason=reason, poll=poll, sample=sample)
         try:
             resolved = resolve_check(ask, config, root=sl.ws.root, reason_needed=True)
         except (ProbesError, SessionError) as exc:
@@ -673,6 +679,9 @@ def build_server(workspace: Workspace | None = None, *, session: str | None = No
                     await runner.close()
             out = run_answer(inv, report.run, budget=budget, grep=grep, report=report)
             out["state"] = state_said(inv, tgt.name)
+            samples = inv.state.shell_samples(report.run)
+            if samples is not None:  # a sample of a flaky failure, pooled with the earlier ones in this state
+                out["samples"] = samples
             if report.check.unknown:
                 out["state"]["before_run"] = f"unknown ({report.check.unknown}): nothing could be flagged"
             if force and reason:

@@ -95,7 +95,8 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
     ws = Workspace.find()
     config = load_config(ws.config_path)
     ask = CheckAsk(probe=args.id, script=args.script, shell=args.shell, target=args.target, params=_params(args.param),
-                   force=args.force, reason=args.reason, hook=args.hook, poll=args.poll)
+                   force=args.force, reason=args.reason, hook=args.hook, poll=args.poll,
+                   sample=args.sample)
     resolved = resolve_check(ask, config, root=Path.cwd(), name=_cli_name)
     target = resolved.target
     if resolved.fleet:
@@ -285,6 +286,9 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
     data.update(run_changes(inv.state, report.run))  # the same changes as data: drift, state_changes
     # what this run verified of an applied remedy, as the UI's timeline says it (fixed, strong or weak)
     data["verified"] = inv.state.verified_by(report.run)
+    samples = inv.state.shell_samples(report.run)
+    if samples is not None:  # a sample of a flaky failure: pooled with the earlier ones in this state
+        data["samples"] = samples
     if as_json:
         print(json.dumps(data, indent=2, default=str))
     else:
@@ -293,6 +297,8 @@ def _report(inv: Investigation, report, as_json: bool) -> int:
             print(f"  {ev['verdict']} {ev['hypothesis']}" + (f": {ev['why']}" if ev.get("why") else ""))
         for said in data["verified"]:
             print(f"  ✔ {said}")
+        if "samples" in data:
+            print(f"  ∑ {data['samples']['said']}")
         for found in data["findings"]:
             print(f"  ⓚ {found['text']}" if found["kind"] == "known" else f"  ⚑ {found['kind']}: {found['text']}")
         if report.check.unknown:

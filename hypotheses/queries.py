@@ -187,8 +187,9 @@ class StateQueries:
         is flagged. With neither, the state is predicted from the target's last report — good
         enough to choose a next step, never used to refuse a run."""
         ck = check_key(probe, params, target, definition)
-        if probe == "shell" and (params.get("poll") or (target, str(params.get("cmd"))) in self._polls):
-            stochastic = True  # a poll (nvidia-smi, the tail of a log), declared once: its repeats are meant
+        if probe == "shell" and (params.get("poll") or params.get("sample")
+                                 or (target, str(params.get("cmd"))) in self._polls):
+            stochastic = True  # a poll, declared once, or a sample of a flaky failure: its repeats are meant
         if stochastic:  # a race reproduction is a sample: repeating it adds trials
             return PreRunCheck(ck, None, measured=state is not None, state=dict(state) if state else None,
                                unknown=unknown, stochastic=True)
@@ -213,6 +214,24 @@ class StateQueries:
         )
         return PreRunCheck(ck, expected, retest, revisits, measured=state is not None,
                            state=dict(state) if state is not None else None, back_from=back_from, state_parts=parts)
+
+    def shell_samples(self, run_id: int) -> dict[str, Any] | None:
+        """For a shell run given as a sample of a flaky failure: every sample of the same command
+        on the same target in the same state, pooled as trials ({"runs", "failed", "ids", "said"}:
+        failed = did not exit 0); None for any other run."""
+        run = self.runs.get(run_id)
+        if run is None or run.kind != "shell" or not run.params.get("sample") or run.state_key is None:
+            return None
+        same = [r for r in self.runs.values() if r.kind == "shell" and r.params.get("sample") and r.target == run.target
+                and r.params.get("cmd") == run.params.get("cmd") and r.state_key == run.state_key
+                and r.classification is not None and r.id <= run_id]
+        failed = [r for r in same if r.classification != "completed" or (r.exit_status or 0) != 0]
+        n, k = len(same), len(failed)
+        low, high = _wilson(k, n)
+        said = (f"sample {n} of this command in this state: {k} of {n} failed "
+                f"(rate {k / n:.0%}; 95% interval {low:.0%}–{high:.0%})")
+        return {"runs": n, "failed": k, "ids": [r.id for r in same], "interval": [round(low, 3), round(high, 3)],
+                "said": said}
 
     def oscillations(self, run_id: int) -> list[tuple[str, int, int]]:
         """(part, earlier run, previous run) for each state part that *run_id* returned to."""
@@ -308,3 +327,13 @@ class StateQueries:
                 "known": [{k: v for k, v in m.items() if k not in ("seq", "ts")} for m in self.known_matches],
             }
         )
+
+
+def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a failure rate seen as *k* of *n*: how sure a count of runs is."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

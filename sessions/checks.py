@@ -42,6 +42,7 @@ class CheckAsk:
     reason: str | None = None
     hook: bool = False
     poll: bool = False
+    sample: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def resolve_check(
         raise CheckError(f"give exactly one of: {name('probe')} (a built-in probe id), {name('script')} (a file path), "
                          f"{name('shell')} (a command)")
     for extra, what in (("hook", "is how a command you start through sleuth gets the stack-dump hook"),
-                        ("poll", "declares a command meant to repeat (nvidia-smi, a log's tail)")):
+                        ("poll", "declares a command meant to repeat (nvidia-smi, a log's tail)"),
+                        ("sample", "says the command is one sample of a flaky failure (its runs pool as trials)")):
         if getattr(ask, extra) and not ask.shell:
             raise CheckError(f"{name(extra)} goes with {name('shell')}: it {what}")
     if ask.reason is not None and not ask.force:
@@ -110,6 +112,6 @@ def resolve_check(
 def request_for_check(inv: Investigation, check: ResolvedCheck, config: Any) -> RunRequest:
     """The run request of a resolved check on one target (a fleet's members each get their own)."""
     if check.ask.shell:
-        return request_for_shell(check.ask.shell, hook=check.ask.hook, poll=check.ask.poll)
+        return request_for_shell(check.ask.shell, hook=check.ask.hook, poll=check.ask.poll, sample=check.ask.sample)
     assert check.probe is not None
     return request_for_probe(inv, check.probe, check.target, config.params_for(check.probe.id, dict(check.ask.params)))

@@ -171,13 +171,16 @@ async def measure_state(
                     outcome.seconds)
 
 
-def request_for_shell(command: str, timeout: float | None = None, hook: bool = False, poll: bool = False) -> RunRequest:
+def request_for_shell(command: str, timeout: float | None = None, hook: bool = False, poll: bool = False,
+                      sample: bool = False) -> RunRequest:
     """A shell command as a run. It is judged in the state read just before it: the same command
     in the same state is a circular retest, unless *poll* (``nvidia-smi``, the tail of a log)
-    declares it meant to repeat (once: later runs of the command on that target are polls too)."""
+    declares it meant to repeat (once: later runs of the command on that target are polls too),
+    or *sample*: a sample of a flaky failure, whose runs in one state pool as trials."""
     # forked from the agent: the shell command runs in bash, the fork only saves starting Python
     spec = ProgramSpec(probe="shell", mode="shell", shell=command, fork=True, hook=hook)
-    params = {"cmd": command, **({"hook": True} if hook else {}), **({"poll": True} if poll else {})}
+    params = {"cmd": command, **({"hook": True} if hook else {}), **({"poll": True} if poll else {}),
+              **({"sample": True} if sample else {})}
     return RunRequest("shell", "shell", spec, params, timeout)
 
 

@@ -383,6 +383,9 @@ def test_a_repeated_shell_command_in_the_same_state_is_a_circular_retest_unless_
     for _ in range(2):  # declared once: its repeats run
         sleuth(here, "probe", "run", "--shell", poll)
     assert "--poll goes with --shell" in sleuth(here, "probe", "run", "env-fingerprint", "--poll", check=2).stderr
+    flaky = "n=$(cat flaky.count 2>/dev/null || echo 0); echo $((n+1)) > flaky.count; test $((n % 2)) = 1"
+    said = [sleuth(here, "probe", "run", "--shell", flaky, "--sample", check=False).stdout for _ in range(2)]
+    assert "∑ sample 2 of this command in this state: 1 of 2 failed (rate 50%" in said[1], said[1]
     flags = [e["data"] for e in json.loads(sleuth(here, "events", "--json").stdout) if e["kind"] == "flag.raised"]
     assert [(f["flag"], f["earlier"], f.get("forced_because")) for f in flags if f.get("run")] == \
         [("circular-retest", run, "the log rotated")], flags

@@ -132,6 +132,11 @@ async def test_an_agent_repeating_a_shell_command_in_the_same_state_gets_the_ear
         polled = [answer(await client.call_tool("probe_run", {"shell": "date +%s%N", "poll": i == 0})) for i in range(3)]
         assert all("run_id" in p and "refused" not in p for p in polled), polled
         assert "poll goes with shell" in error_of(await client.call_tool("probe_run", {"probe": "target-check", "poll": True}))
+        # a sample of a flaky failure: never refused, its runs in this state pooled as trials
+        flaky = f"cd {project} && n=$(cat flaky.count 2>/dev/null || echo 0); echo $((n+1)) > flaky.count; test $((n % 2)) = 1"
+        samples = [answer(await client.call_tool("probe_run", {"shell": flaky, "sample": True}))["samples"] for _ in range(4)]
+        assert [(s["runs"], s["failed"]) for s in samples] == [(1, 1), (2, 1), (3, 2), (4, 2)], samples
+        assert samples[-1]["said"].startswith("sample 4 of this command in this state: 2 of 4 failed (rate 50%; 95% interval")
 
 
 @pytest.mark.slow
