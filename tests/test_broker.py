@@ -95,7 +95,7 @@ def test_idle_timeout_and_a_killed_broker_leave_nothing_running(project, sshd):
     assert s["idle_s"] == 2.0
     assert gone(s["pid"], 20) and agents_left(sshd, 10) == []  # idle: the broker closed its agent and went
     assert status(project) == {"running": False}
-    run_json(project, "--shell", "true")
+    run_json(project, "--shell", "true  # a new broker")  # `true` again in the same state: a circular retest
     s = status(project)
     os.kill(s["pid"], signal.SIGKILL)  # no goodbye: the agent's connection ends with the broker
     assert gone(s["pid"]) and agents_left(sshd, 20) == []
