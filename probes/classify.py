@@ -42,8 +42,14 @@ def _signame(sig: str | int) -> str:
     return sig if sig.startswith("SIG") else f"SIG{sig}"
 
 
+def _line_counts(f: RunFacts) -> str:
+    """'stdout had 3 lines, stderr 0' ('1 line' for one)."""
+    n = f.lines["stdout"]
+    return f"stdout had {n:,} line{'s' * (n != 1)}, stderr {f.lines['stderr']:,}"
+
+
 def _streams(f: RunFacts) -> str:
-    parts = [f"stdout had {f.lines['stdout']:,} lines, stderr {f.lines['stderr']:,}"]
+    parts = [_line_counts(f)]
     for stream in ("stderr", "stdout"):
         tail = [ln for ln in f.last_lines.get(stream, []) if ln.strip()][-2:]
         if tail:
@@ -88,7 +94,7 @@ def classify(f: RunFacts) -> tuple[str, str]:
         return "killed", f"killed by {name}{status}{oom}; {_records(f)}; {_streams(f)}"
     if f.mode == "shell":
         if f.exit_status == 0:
-            return "completed", f"exited 0; stdout had {f.lines['stdout']:,} lines, stderr {f.lines['stderr']:,}"
+            return "completed", f"exited 0; {_line_counts(f)}"
         return "failed", f"exited {f.exit_status}; {_streams(f)}"
     if f.error is not None:
         where = " before its done record" if not done else ""
@@ -99,8 +105,7 @@ def classify(f: RunFacts) -> tuple[str, str]:
     if done:
         if f.exit_status in (0, None):
             return "completed", (
-                f"done record received, exit status 0; {_records(f)}; "
-                f"stdout had {f.lines['stdout']:,} lines, stderr {f.lines['stderr']:,}"
+                f"done record received, exit status 0; {_records(f)}; {_line_counts(f)}"
             )
         return "failed", f"exited {f.exit_status} after its done record; {_records(f)}; {_streams(f)}"
     if f.exit_status is None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import Implementation
+from sleuth import __version__
 from sleuth.app.mcp_server import build_server
 from sleuth.sessions import Investigation, Workspace
 from test_cli import SLEUTH, sleuth
@@ -113,6 +114,80 @@ async def test_the_seed_diagnostic_after_a_7000_line_dump_is_in_the_bounded_answ
 
 
 SECRET = "hf_" + "Zq7" * 10
+MODERN = "2026-07-28"  # the protocol revision without the initialize handshake
+
+
+def test_the_2026_07_28_revision_on_the_wire_needs_no_handshake(project):
+    """Issue 44: a client of the newest revision speaks first with `server/discover` and then
+    calls tools, each request carrying its own envelope (version, client, capabilities): no
+    `initialize`. Driven here as raw JSON-RPC lines on the real `sleuth mcp` subprocess, so
+    nothing of the SDK's client stands between the test and the wire."""
+    import subprocess
+
+    proc = subprocess.Popen([SLEUTH, "mcp", "--no-agent"], cwd=project, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "wire-agent", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    asked = 0
+
+    def ask(method: str, **params: Any) -> dict[str, Any]:
+        nonlocal asked
+        asked += 1
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": asked, "method": method,
+                                     "params": {**params, "_meta": meta}}) + "\n")
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        assert reply["id"] == asked, reply
+        return reply
+
+    try:
+        found = ask("server/discover")["result"]
+        assert MODERN in found["supportedVersions"], found
+        assert found["_meta"]["io.modelcontextprotocol/serverInfo"] == {"name": "sleuth", "version": __version__}
+        assert "tools" in found["capabilities"] and "probe_run" in found["instructions"]
+        tools = {t["name"]: t for t in ask("tools/list")["result"]["tools"]}
+        assert tools["probe_run"]["inputSchema"]["properties"]["shell"]["description"]
+        first = ask("tools/call", name="probe_run", arguments={"shell": "echo wire"})["result"]
+        assert not first.get("isError") and first["structuredContent"]["classification"] == "completed", first
+        assert "stdout had 1 line," in first["structuredContent"]["reason"]
+        again = ask("tools/call", name="probe_run", arguments={"shell": "echo wire"})["result"]["structuredContent"]
+        assert again["refused"] == "circular-retest" and again["earlier_run"] == first["structuredContent"]["run_id"]
+        typo = ask("tools/call", name="probe_run", arguments={"shell": "echo typo", "forse": True})["result"]
+        assert typo["isError"] and "did you mean 'force'?" in typo["content"][0]["text"]
+        # the era is the client's first request's: a handshake after it is refused, not mixed in
+        late = ask("initialize", protocolVersion="2025-11-25", capabilities={},
+                   clientInfo={"name": "late", "version": "0"})
+        assert late["error"]["code"] == -32022 and MODERN in late["error"]["data"]["supported"], late
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=20)
+    with current(project) as inv:
+        ran = [r for r in inv.state.runs.values() if r.params.get("cmd") == "echo wire"]
+        assert len(ran) == 1, [(r.id, r.params) for r in inv.state.runs.values()]  # the repeat was refused, not run
+        assert inv.state.author(ran[0].started_seq) == "mcp:wire-agent"  # named from its envelope, not a handshake
+
+
+@pytest.mark.slow
+async def test_both_protocol_eras_see_the_same_tools_and_answers(project):
+    """The handshake era (2025-11-25, initialize) and the 2026-07-28 revision (server/discover)
+    over stdio: the same tools with the same schemas, the same typed answers, the client named."""
+    seen = {}
+    for mode in ("legacy", MODERN):
+        params = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project), env=dict(os.environ))
+        async with Client(params, mode=mode, client_info=Implementation(name=f"agent-{mode}", version="0")) as client:
+            assert client.protocol_version == ("2025-11-25" if mode == "legacy" else MODERN)
+            listed = (await client.list_tools()).tools
+            status = answer(await client.call_tool("status", {}))
+            answer(await client.call_tool("note", {"text": f"from {mode}"}))
+            seen[mode] = ({t.name: (t.input_schema, t.output_schema, t.annotations) for t in listed},
+                          sorted(status))
+    assert seen["legacy"] == seen[MODERN]
+    with current(project) as inv:
+        authors = {n["text"]: inv.state.author(n["seq"]) for n in inv.state.notes}
+        assert authors == {"from legacy": "mcp:agent-legacy", f"from {MODERN}": f"mcp:agent-{MODERN}"}
 
 
 async def test_an_agent_repeating_a_shell_command_in_the_same_state_gets_the_earlier_answer(project):
@@ -121,6 +196,8 @@ async def test_an_agent_repeating_a_shell_command_in_the_same_state_gets_the_ear
     earlier run's answer; `force` with a reason runs it; a command declared a poll repeats."""
     server = StdioServerParameters(command=SLEUTH, args=["mcp", "--no-agent"], cwd=str(project), env=dict(os.environ))
     async with Client(server, client_info=AGENT) as client:
+        # the SDK client's default: server/discover, no initialize handshake
+        assert client.protocol_version == MODERN, client.protocol_version
         cmd = f"cd {project} && {sys.executable} debug_fx.py | tail -20"  # the seed's own habit
         first = answer(await client.call_tool("probe_run", {"shell": cmd}))
         again = answer(await client.call_tool("probe_run", {"shell": cmd}))
@@ -428,13 +505,22 @@ async def test_over_http_a_request_without_the_token_reaches_nothing(project):
             assert refused.status_code == 401
             wrong = await plain.post(url, json={}, headers={"Authorization": "Bearer nope"})
             assert wrong.status_code == 401
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as authed:
-            async with Client(streamable_http_client(url, http_client=authed),
-                              client_info=Implementation(name="http-agent", version="0")) as client:
-                answer(await client.call_tool("note", {"text": "over http"}))
+            # the 2026-07-28 revision's single-exchange POST is guarded the same way
+            discover = {"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}}
+            modern = await plain.post(url, json=discover, headers={"Mcp-Protocol-Version": MODERN,
+                                                                   "Mcp-Method": "server/discover"})
+            assert modern.status_code == 401
+        for mode in ("legacy", MODERN):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as authed:
+                async with Client(streamable_http_client(url, http_client=authed), mode=mode,
+                                  client_info=Implementation(name=f"http-{mode}", version="0")) as client:
+                    assert client.protocol_version == ("2025-11-25" if mode == "legacy" else MODERN)
+                    answer(await client.call_tool("note", {"text": f"over http, {mode}"}))
         with current(project) as inv:
-            note = [n for n in inv.state.notes if n["text"] == "over http"][0]
-            assert inv.state.author(note["seq"]) == "mcp:http-agent"
+            for mode in ("legacy", MODERN):
+                note = [n for n in inv.state.notes if n["text"] == f"over http, {mode}"][0]
+                assert inv.state.author(note["seq"]) == f"mcp:http-{mode}"
             assert token not in json.dumps([e.to_dict() for e in inv.store.events()])
     finally:
         server.terminate()

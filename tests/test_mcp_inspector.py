@@ -14,11 +14,15 @@ import base64
 import json
 import os
 import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sleuth import __version__
+from sshd_harness import free_port
 from test_cli import SLEUTH, sleuth
 from ui_sessions import make_workspace
 
@@ -41,8 +45,12 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def inspect(project: Path, method: str, tool: str | None = None, **args: Any) -> tuple[int, dict[str, Any]]:
-    cmd = [str(_inspector()), "--cli", SLEUTH, "mcp", "--no-agent", "--method", method]
+def inspect(project: Path, method: str, tool: str | None = None, *, era: str = "legacy",
+            server: list[str] | None = None, **args: Any) -> tuple[int, dict[str, Any]]:
+    """One Inspector CLI call (it starts `sleuth mcp` over stdio unless *server* names a URL and
+    its headers); *era*: the protocol era it negotiates (legacy: initialize; modern: 2026-07-28)."""
+    target = server if server is not None else [SLEUTH, "mcp", "--no-agent"]
+    cmd = [str(_inspector()), "--cli", "--protocol-era", era, *target, "--method", method]
     if tool is not None:
         cmd += ["--tool-name", tool]
     for key, value in args.items():
@@ -93,3 +101,46 @@ def test_the_inspector_cli_sees_described_typed_annotated_tools_and_one_line_ref
     text = page["content"][0]["text"]
     assert "2: \ufffd\ufffd  [not UTF-8" in text and "3: last" in text
     assert not text.lstrip().startswith("{")  # what a model reads, not the JSON again
+
+
+@pytest.mark.slow  # ~30 s: each call starts a client afresh
+def test_the_inspector_cli_on_the_2026_07_28_revision_over_stdio_and_http(project):
+    """Issue 44: the newest revision (no initialize handshake, `server/discover`) as the
+    Inspector's own client speaks it, over stdio and over the token-guarded HTTP server."""
+    rc, hello = inspect(project, "initialize", era="modern")
+    assert rc == 0 and hello["protocolVersion"] == "2026-07-28", hello
+    assert hello["serverInfo"] == {"name": "sleuth", "version": __version__}
+    rc, first = inspect(project, "tools/call", "probe_run", era="modern", shell="echo modern")
+    assert rc == 0 and first["structuredContent"]["classification"] == "completed", first
+    rc, again = inspect(project, "tools/call", "probe_run", era="modern", shell="echo modern")
+    data = again["structuredContent"]
+    assert data["refused"] == "circular-retest" and data["earlier_run"] == first["structuredContent"]["run_id"]
+    assert "the earlier run's answer" in again["content"][0]["text"]
+
+    port = free_port()
+    token = "t0k-" + os.urandom(8).hex()
+    http = subprocess.Popen([SLEUTH, "mcp", "--http", "--port", str(port), "--no-agent"], cwd=project,
+                            env={**os.environ, "SLEUTH_MCP_TOKEN": token}, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(200):  # until uvicorn listens
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        authed = [url, "--header", f"Authorization: Bearer {token}"]
+        for era, version in (("modern", "2026-07-28"), ("legacy", "2025-11-25")):
+            rc, hello = inspect(project, "initialize", era=era, server=authed)
+            assert rc == 0 and hello["protocolVersion"] == version, hello
+        rc, listed = inspect(project, "tools/list", era="modern", server=authed)
+        assert rc == 0 and len(listed["tools"]) == 15
+        rc, status = inspect(project, "tools/call", "status", era="modern", server=authed)
+        assert rc == 0 and status["structuredContent"]["runs"] == 1, status  # the refused repeat never ran
+        bare = subprocess.run([str(_inspector()), "--cli", "--protocol-era", "modern", "--format", "json", url,
+                               "--method", "tools/list", "--stored-auth-only"],
+                              capture_output=True, text=True, timeout=120)
+        assert bare.returncode != 0 and "probe_run" not in bare.stdout, bare.stdout
+    finally:
+        http.terminate()
+        _out, err = http.communicate(timeout=10)
+    assert token not in err
