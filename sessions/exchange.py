@@ -28,8 +28,9 @@ from typing import Any
 
 from ..hypotheses import Event, EventKind, InvestigationState
 from .errors import ExchangeError
+from .output_index import STREAMS
 from .redact import Redactor
-from .store import SCHEMA_VERSION, STREAMS, Store
+from .store import SCHEMA_VERSION, Store
 
 __all__ = ["ExchangeError", "export_session", "import_session", "run_cast", "dump_export"]
 

@@ -1,8 +1,9 @@
 """What `sleuth mcp` answers, apart from how it serves: each tool's answer as a typed dict (the
-SDK derives the tool's outputSchema from these, so a client sees every field described) and the
-text block a model reads beside structuredContent (:func:`render`: the sentences and the
-excerpt's lines, each field once, never a second JSON copy). app/mcp_server.py registers the
-tools and fills these in."""
+SDK derives the tool's outputSchema from these, so a client sees every field described), the
+answers every tool family builds (a run's, the state one speaks of), and the text block a model
+reads beside structuredContent (:func:`render`: the sentences and the excerpt's lines, each
+field once, never a second JSON copy). The tools (runs.py, investigation.py, remedies.py) fill
+these in."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
+from ...sessions import Investigation
+from ..excerpt import DEFAULT_BUDGET, excerpt
+from ..timeline import run_changes, run_findings
+
 __all__ = ["Events", "Hypotheses", "Known", "OutputPage", "PageLine", "Remedy", "RunAnswer", "StateSaid", "Status",
-           "Written", "render"]
+           "Written", "bounded_records", "render", "run_answer", "state_said"]
 
 
 # ---------------------------------------------------------------- what a client is told
@@ -276,3 +281,94 @@ def render(tool: str, data: dict[str, Any]) -> str:
     else:
         said = _fields(data)
     return "\n".join(said) + "\n"
+
+
+# ---------------------------------------------------------------- the answers the tools share
+
+
+def state_said(inv: Investigation, target: str) -> dict[str, Any]:
+    """The state an answer speaks of: *target*'s last known state (its key, the run or read
+    that told it, the versions in it) and the session's last event. "unknown" when a shell
+    command may have changed anything since, or nothing was read yet."""
+    st = inv.state
+    out: dict[str, Any] = {"target": target, "as_of_event": st.last_seq}
+    known = st.known_state(target)
+    if known is None:
+        out["known"] = False
+        out["said"] = (f"the state of {target} is unknown (never read, or a shell command ran since): "
+                       "the next probe_run reads it before it runs")
+        return out
+    state, _parts = known
+    env: dict[str, Any] = state.get("env") or {}
+    torch = env.get("torch")
+    dists: dict[str, Any] = env.get("distributions") or {}
+    versions = {"python": env.get("python"),
+                "torch": torch.get("version") if isinstance(torch, dict) else torch or dists.get("torch"),
+                "triton": dists.get("triton")}
+    out.update({"known": True, "key": st.expected_state(target),
+                "versions": {k: v for k, v in versions.items() if v},
+                "remedies_active": [f"{a.remedy} #{a.id}" for a in st.applications.values()
+                                    if a.active and a.target == target],
+                "said": f"as last read of {target} (event {st.known_state_seq(target) or st.last_seq})"})
+    return out
+
+
+def run_answer(inv: Investigation, run: int, *, budget: int = DEFAULT_BUDGET, grep: str | None = None,
+               report: Any = None) -> dict[str, Any]:
+    """A run as an agent reads it: what it was, how it ended, what it means, and the output
+    that matters within *budget* bytes."""
+    st = inv.state
+    info = st.runs[run]
+    summary = inv.store.output_summary(run)
+    data: dict[str, Any] = report.to_json(inv) if report is not None else {
+        "run_id": run, "probe": info.probe, "target": info.target, "classification": info.classification,
+        "reason": info.reason, "records": info.records, "state_key": info.state_key, "lines": summary["lines"],
+        "bytes": summary["bytes"], "retest_of": info.retest_of,
+        "evidence": [{"hypothesis": e.hypothesis, "verdict": e.verdict, "why": e.why()} for e in st.verdict_per_hypothesis(run)],
+    }
+    data.pop("output", None)  # a path on this machine: run_output reads it
+    data["lines"] = summary["lines"]  # the store's count: a last line without a newline is a line, as shown
+    if info.kind == "shell":
+        data["command"] = info.params.get("cmd", "")
+    elif info.params:
+        data["params"] = info.params
+    data["findings"] = run_findings(st, run)
+    data.update(run_changes(st, run))
+    data["flags"] = [{"flag": f.kind, "message": f.message, **({"earlier": f.earlier} if f.earlier else {})}
+                     for f in st.flags if f.run == run]
+    data["verified"] = list(st.verified_by(run))
+    data["by"] = st.author(info.started_seq)
+    data["records"], left = bounded_records(data.get("records") or [], run)
+    if left:
+        data["records_left_out"] = left
+    data["output"] = excerpt(inv.store, run, budget, grep)
+    return data
+
+
+RECORDS_BUDGET = 48_000  # bytes of the records' JSON an answer carries whole
+FIELD_CAP = 2_000  # past the budget: a record keeps its fields up to this size each
+
+
+def bounded_records(records: list[dict[str, Any]], run: int) -> tuple[list[dict[str, Any]], str | None]:
+    """The run's records, whole when they fit :data:`RECORDS_BUDGET`; else each record keeps
+    its small fields (the verdict, the sentences, the counts) and names the ones left out —
+    a stacks reading of 64 ranks is hundreds of KB of frames. Never silently: the words say
+    which fields of which record went, and where they are whole."""
+    size = len(json.dumps(records, default=str))
+    if size <= RECORDS_BUDGET:
+        return records, None
+    out, dropped = [], []
+    for rec in records:
+        kept: dict[str, Any] = {}
+        gone = []
+        for key, value in rec.items():
+            if len(json.dumps(value, default=str)) <= FIELD_CAP or key == "kind":
+                kept[key] = value
+            else:
+                gone.append(key)
+        if gone:
+            kept["left_out"] = gone
+            dropped.append(f"{rec.get('kind', 'record')}: {', '.join(gone)}")
+        out.append(kept)
+    return out, (f"the records are {size:,} bytes of JSON: left out of this answer — {'; '.join(dropped)}; "
+                 f"every record is whole in the stored output: run_output(run={run}, grep='^@@sleuth:')")
