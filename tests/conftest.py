@@ -10,7 +10,6 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -70,17 +69,6 @@ def _compile_caches_per_worker() -> None:
 
 
 _compile_caches_per_worker()
-
-
-def seed_race_shows_here() -> bool:
-    """Whether the torch installed here has the seed's face of the race (pytorch#126024: the FX
-    tracing flag process-global), by the shipped catalog's range — which the drafter tests hold
-    to what the drafter shows on this torch (2.13.0+cpu: it races; 2.14.x: the face is fixed)."""
-    from importlib.metadata import version
-
-    from sleuth.hypotheses.known import load_known
-
-    return load_known()["pytorch#126024"].applies_to(version("torch"))
 
 
 _TUI_MODULES = {"test_ui", "test_ui_keys", "test_snapshots", "test_tmux"}
@@ -174,32 +162,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             pass
 
 
-def env_state(torch: str = "2.11.0+cu128", code: str = "c0", cache_entries: int = 12, **extra: Any) -> dict[str, Any]:
-    return {
-        "env": {"python": "3.11.7", "torch": torch, "triton": "3.5.0", "cuda": torch.rpartition("+")[2], **extra},
-        "code": code,
-        "caches": {"inductor": {"entries": cache_entries}},
-    }
-
-
-def record_run(
-    inv: Investigation,
-    probe: str,
-    result: dict[str, Any] | None,
-    state: dict[str, Any] | None,
-    target: str = "local",
-    params: dict[str, Any] | None = None,
-    classification: str = "completed",
-    kind: str = "probe",
-) -> int:
-    start = inv.begin_run(probe, params or {}, target, kind=kind)
-    records = [{"kind": "result", **result}] if result is not None else []
-    if classification == "completed":
-        records.append({"kind": "done"})
-    inv.finish_run(start.run, classification, f"test run ({classification})", records, state, {"stdout": 3, "stderr": 0})
-    return start.run
-
-
 @pytest.fixture
 def catalog():
     return load_catalog()
@@ -220,7 +182,7 @@ def inv(session_path: Path, catalog):
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory):
     """Real OpenSSH servers (jump + gpu host with a pct stand-in) for the whole test session."""
-    from sshd_harness import SshHarness
+    from support.sshd_harness import SshHarness
 
     harness = SshHarness(tmp_path_factory.mktemp("sshd")).setup().start()
     yield harness
@@ -230,7 +192,7 @@ def sshd(tmp_path_factory):
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
     """A real Slurm cluster of four nodes on this machine, with a job holding them."""
-    from slurm_harness import Slurm
+    from support.slurm_harness import Slurm
 
     cluster = Slurm(tmp_path_factory.mktemp("slurm"))
     try:
