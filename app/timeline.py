@@ -19,6 +19,28 @@ from ..hypotheses import (
     what_differed,
 )
 from ..hypotheses.known import describe_left, describe_match, fix_words
+from ..hypotheses.payloads import (
+    ApplicationVerified,
+    BaselineMarked,
+    EvidenceRecorded,
+    FlagRaised,
+    FleetCompared,
+    FleetExpanded,
+    HypothesisAdded,
+    HypothesisRemoved,
+    InvestigationCreated,
+    KnownMatched,
+    LinkAdded,
+    NoteAdded,
+    RemedyApplied,
+    RemedyPreviewed,
+    RemedyReverted,
+    RunFinished,
+    RunStarted,
+    StateObserved,
+    SymptomAdded,
+    SymptomRemoved,
+)
 from ..hypotheses.verification import describe_verifications
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
 
@@ -174,74 +196,94 @@ def _probe_of(st: InvestigationState, run: Any) -> str:
 def event_sentence(event: Event, st: InvestigationState) -> str:
     """One event in words, for the replay scrubber and ``sleuth events``; *st* is the state
     folded up to and including it (for the names of runs and remedies)."""
-    d = event.data
     kind = event.kind
     if kind == EventKind.INVESTIGATION_CREATED:
-        return f"investigation started: {d.get('title', '')}"
+        return f"investigation started: {InvestigationCreated.of(event).title}"
     if kind == EventKind.SYMPTOM_ADDED:
-        return f"symptom added: {d.get('title') or d.get('id')}"
+        sym = SymptomAdded.of(event)
+        return f"symptom added: {sym.title or sym.id}"
     if kind == EventKind.SYMPTOM_REMOVED:
-        return f"symptom removed: {d.get('id')}"
+        return f"symptom removed: {SymptomRemoved.of(event).id}"
     if kind == EventKind.HYPOTHESIS_ADDED:
-        return f"hypothesis added: {d.get('title') or d.get('id')}" + (" (catalog)" if d.get("source") == "builtin" else "")
+        hyp = HypothesisAdded.of(event)
+        return f"hypothesis added: {hyp.title or hyp.id}" + (" (catalog)" if hyp.source == "builtin" else "")
     if kind == EventKind.HYPOTHESIS_REMOVED:
-        return f"hypothesis removed: {d.get('id')}"
+        return f"hypothesis removed: {HypothesisRemoved.of(event).id}"
     if kind == EventKind.LINK_ADDED:
-        return f"linked {str(d.get('src', '')).split(':', 1)[-1]} {d.get('kind')} {str(d.get('dst', '')).split(':', 1)[-1]}"
+        link = LinkAdded.of(event)
+        return f"linked {str(link.src).split(':', 1)[-1]} {link.kind} {str(link.dst).split(':', 1)[-1]}"
     if kind == EventKind.RUN_STARTED:
-        params = ", ".join(f"{k}={v}" for k, v in sorted((d.get("params") or {}).items()))
-        retest = f" (a retest of #{d['retest_of']}, run anyway)" if d.get("retest_of") else ""
-        return f"run #{d.get('run')} {d.get('probe')} started on {d.get('target')}" + (f" ({params})" if params else "") + retest
+        started = RunStarted.of(event)
+        params = ", ".join(f"{k}={v}" for k, v in sorted((started.params or {}).items()))
+        retest = f" (a retest of #{started.retest_of}, run anyway)" if started.retest_of else ""
+        return (f"run #{started.run} {started.probe} started on {started.target}" + (f" ({params})" if params else "")
+                + retest)
     if kind == EventKind.RUN_FINISHED:
-        info = st.runs.get(d.get("run", 0))
+        finished = RunFinished.of(event)
+        info = st.runs.get(finished.run)
         took = f" in {info.duration:.0f} s" if info is not None and info.duration is not None else ""
-        reason = f": {d.get('reason')}" if d.get("reason") else ""
-        return f"{_probe_of(st, d.get('run'))} {d.get('classification')}{took}{reason}"
+        reason = f": {finished.reason}" if finished.reason else ""
+        return f"{_probe_of(st, finished.run)} {finished.classification}{took}{reason}"
     if kind == EventKind.EVIDENCE_RECORDED:
-        said = f"{_probe_of(st, d.get('run'))} {d.get('verdict')} {d.get('hypothesis')}"
-        fields = d.get("fields") or {}
-        if d.get("rule") == "fleet: members disagree":
+        ev = EvidenceRecorded.of(event)
+        said = f"{_probe_of(st, ev.run)} {ev.verdict} {ev.hypothesis}"
+        fields = ev.fields or {}
+        if ev.rule == "fleet: members disagree":
             said += f": {fields.get('member')} differs from the fleet ({fields.get('differs')})"
         return said
     if kind == EventKind.REMEDY_PREVIEWED:
-        blocked = " (blocked)" if d.get("blocked") else ""
-        return f"remedy {d.get('remedy')} previewed on {d.get('path')}{blocked}"
+        preview = RemedyPreviewed.of(event)
+        blocked = " (blocked)" if preview.blocked else ""
+        return f"remedy {preview.remedy} previewed on {preview.path}{blocked}"
     if kind == EventKind.REMEDY_APPLIED:
-        return f"remedy {d.get('remedy')} applied on {d.get('target')} (application #{d.get('application')})"
+        applied = RemedyApplied.of(event)
+        target = applied.target if applied.has("target") else None
+        return f"remedy {applied.remedy} applied on {target} (application #{applied.application})"
     if kind == EventKind.REMEDY_REVERTED:
-        app = st.applications.get(d.get("application", 0))
-        return f"remedy {app.remedy if app else ''} #{d.get('application')} reverted"
+        reverted = RemedyReverted.of(event).application
+        app = st.applications.get(reverted)
+        return f"remedy {app.remedy if app else ''} #{reverted} reverted"
     if kind == EventKind.APPLICATION_VERIFIED:
-        app = st.applications.get(d.get("application", 0))
-        [said] = describe_verifications(app.remedy if app else "the remedy", d.get("application", 0), [d])
-        return f"{_probe_of(st, d.get('run'))} {said}"
+        verified = ApplicationVerified.of(event)
+        app = st.applications.get(verified.application)
+        [said] = describe_verifications(app.remedy if app else "the remedy", verified.application, [verified.verification])
+        return f"{_probe_of(st, verified.run)} {said}"
     if kind == EventKind.FLAG_RAISED:
-        return f"⚑ {d.get('flag')}: {d.get('message', '')}"
+        flag = FlagRaised.of(event)
+        return f"⚑ {flag.flag}: {flag.message}"
     if kind == EventKind.NOTE_ADDED:
-        return f"note: {d.get('text')}" + (f" (about {d['about']})" if d.get("about") else "")
+        note = NoteAdded.of(event)
+        return f"note: {note.text}" + (f" (about {note.about})" if note.about else "")
     if kind == EventKind.BASELINE_MARKED:
-        return f"{_probe_of(st, d.get('run'))} marked as the baseline of {d.get('target')}"
+        baseline = BaselineMarked.of(event)
+        return f"{_probe_of(st, baseline.run)} marked as the baseline of {baseline.target}"
     if kind == EventKind.STATE_OBSERVED:
+        seen = StateObserved.of(event)
         said = []
-        if d.get("changes"):
-            how = f"changed by {d['by']}" if d.get("by") else "changed outside sleuth"
-            said.append(f"{how}: " + changes_text(d["changes"]))
-        if d.get("back_from"):
-            said.append(f"back to the state of #{d.get('same_as')}")
-        elif d.get("same_as"):
-            said.append(f"the same state as #{d.get('same_as')}")
-        return f"{d.get('target')} read" + (": " + "; ".join(said) if said else "")
+        if seen.changes:
+            how = f"changed by {seen.by}" if seen.by else "changed outside sleuth"
+            said.append(f"{how}: " + changes_text(seen.changes))
+        if seen.back_from:
+            said.append(f"back to the state of #{seen.same_as}")
+        elif seen.same_as:
+            said.append(f"the same state as #{seen.same_as}")
+        return f"{seen.target} read" + (": " + "; ".join(said) if said else "")
     if kind == EventKind.FLEET_EXPANDED:
-        members = [m.get("name") for m in d.get("members", [])]
-        return f"fleet {d.get('fleet')}: {len(members)} members ({d.get('how')}): {', '.join(members[:8])}" + (
+        fleet = FleetExpanded.of(event)
+        members: list[Any] = [m.get("name") for m in fleet.members]
+        how = fleet.how if fleet.has("how") else None
+        return f"fleet {fleet.fleet}: {len(members)} members ({how}): {', '.join(members[:8])}" + (
             " …" if len(members) > 8 else "")
     if kind == EventKind.FLEET_COMPARED:
-        return f"fleet {d.get('fleet')} compared on {d.get('probe')}: {Comparison.from_dict(d).headline()}"
+        compared = FleetCompared.of(event)
+        probe = compared.probe if compared.has("probe") else None
+        return f"fleet {compared.fleet} compared on {probe}: {Comparison.from_dict(event.data).headline()}"
     if kind == EventKind.KNOWN_MATCHED:
-        said = [f"matched {m['id']} ({m['package']} {m.get('measured')} in {m['affected']}; {fix_words(m)})"
-                for m in d.get("matches", [])]
-        said += [f"{m['id']} no longer applies: {m.get('why')}" for m in d.get("left", [])]
-        return f"{_probe_of(st, d.get('run'))} known upstream: " + "; ".join(said)
+        known = KnownMatched.of(event)
+        said = [f"matched {m.id} ({m.package} {m.measured} in {m.affected}; {fix_words(m.to_dict())})"
+                for m in known.matches]
+        said += [f"{m.id} no longer applies: {m.why}" for m in known.left]
+        return f"{_probe_of(st, known.run)} known upstream: " + "; ".join(said)
     return str(kind)
 
 
@@ -260,12 +302,11 @@ def retest_prompt(st: InvestigationState, check: PreRunCheck, now: float) -> tup
     else:
         how = "measured just now" if check.measured else "as last reported"
         headline = f"This repeats #{earlier.id} {earlier.probe} on {earlier.target} ({when}). The same, {how}:"
-    env = (earlier.state or {}).get("env") or {}
-    torch = env.get("torch")
-    torch = torch.get("version") if isinstance(torch, dict) else torch
+    read = earlier.read
+    torch = read.torch_reported if read is not None else None
     points.append(f"torch {torch}" if torch else "the same environment")
-    if env.get("python"):
-        points.append(f"Python {env['python']}")
+    if read is not None and read.python:
+        points.append(f"Python {read.python}")
     points += ["the same code", "the same caches"]
     points.append("remedies: " + (", ".join(earlier.remedies) or "none") )
     points.append(f"parameters: {', '.join(f'{k}={v}' for k, v in sorted(earlier.params.items())) or 'the defaults'}")

@@ -208,11 +208,11 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
         applied = {a.remedy: a for a in st.applications.values() if a.active}
         text.append(" · ".join(f"{r} (applied #{applied[r].id})" if r in applied else r for r in hyp.remedies) + "\n")
     for app in st.applications.values():
-        if app.overlay is not None and h in app.overlay.get("explains", ()):
-            ov = app.overlay
+        if app.upgrade is not None and h in app.upgrade.explains:
+            ov = app.upgrade
             text.append("upgrade:  ", style="bold dim")
-            said = [outcome_words(v["outcome"]) for v in app.verifications if v.get("hypothesis") == h]
-            text.append(f"#{app.id} {ov['package']}=={ov['version']} in an overlay on {app.target} for {ov['issue']}"
+            said = [outcome_words(v.outcome) for v in app.verified if v.hypothesis == h]
+            text.append(f"#{app.id} {ov.package}=={ov.version} in an overlay on {app.target} for {ov.issue}"
                         f"{' (reverted)' if not app.active else ''}"
                         f"{' · verified: ' + said[-1] if said else ' · not verified yet'}\n",
                         style="cyan" if app.active else "dim")

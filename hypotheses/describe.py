@@ -4,8 +4,6 @@ CLI's refusal, the UI's modal, the flag recorded in the session and the postmort
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from .drift import state_changes
 from .model import InvestigationState
@@ -23,17 +21,9 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-def _torch(reported: Mapping[str, Any] | None) -> str | None:
-    env = (reported or {}).get("env") or {}
-    torch = env.get("torch")
-    if isinstance(torch, Mapping):
-        return torch.get("version")
-    return torch if isinstance(torch, str) else (env.get("distributions") or {}).get("torch")
-
-
 def same_state(run: RunInfo) -> str:
     """"same torch 2.13.0+cpu, same code, same caches, same remedies" for *run*'s state."""
-    torch = _torch(run.state)
+    torch = run.read.torch_version if run.read is not None else None
     env = f"same torch {torch}" if torch else "same environment"
     return f"{env}, same code, same caches, same remedies"
 

@@ -20,6 +20,29 @@ if TYPE_CHECKING:
     import networkx as nx
 
 from .catalog import HypothesisDef, SymptomDef
+from .payloads import (
+    ApplicationVerified,
+    BaselineMarked,
+    EvidenceRecorded,
+    FlagRaised,
+    FleetExpanded,
+    FleetHang,
+    HypothesisAdded,
+    HypothesisRemoved,
+    InvestigationCreated,
+    KnownMatched,
+    LinkAdded,
+    NoteAdded,
+    RemedyApplied,
+    RemedyPreviewed,
+    RemedyReverted,
+    RunFinished,
+    RunStarted,
+    StateObserved,
+    StateRead,
+    SymptomAdded,
+    SymptomRemoved,
+)
 from .queries import StateQueries
 from .records import Event, EventKind, Evidence, Flag, RemedyApplication, RunInfo
 from .state import canonical, component_keys, state_key_of_parts
@@ -95,7 +118,7 @@ class InvestigationState(StateQueries):
         self._known_live: dict[tuple[str, str], bool] = {}  # (target, entry id) -> applies now
         self._known_state_seq: dict[str, int] = {}  # target -> the event that last told its state
         self._overlay_events: list[tuple[str, int, int, str]] = []  # (target, seq, application, made|removed)
-        self.fleet_hangs: list[dict[str, Any]] = []  # a stacks fan-out's ranks read together (fleet.hang)
+        self.fleet_hangs: list[FleetHang] = []  # a stacks fan-out's ranks read together (fleet.hang)
         self._handlers: dict[str, Callable[[Event], None]] = {
             EventKind.INVESTIGATION_CREATED: self._created,
             EventKind.SYMPTOM_ADDED: self._symptom,
@@ -165,11 +188,12 @@ class InvestigationState(StateQueries):
         self.last_ts = event.ts
 
     def _created(self, e: Event) -> None:
-        self.title = e.data.get("title", "")
+        self.title = InvestigationCreated.of(e).title
         self.created_ts = e.ts
 
     def _symptom(self, e: Event) -> None:
-        sym = SymptomDef(e.data["id"], e.data.get("title", e.data["id"]), e.data.get("text", ""))
+        p = SymptomAdded.of(e)
+        sym = SymptomDef(p.id, p.title if p.has("title") else p.id, p.text)
         self.symptoms[sym.id] = sym
         self._node(f"symptom:{sym.id}", kind="symptom", title=sym.title)
         for hyp in self.hypotheses.values():
@@ -177,7 +201,7 @@ class InvestigationState(StateQueries):
                 self._edge(f"hyp:{hyp.id}", f"symptom:{sym.id}", "explains")
 
     def _hypothesis(self, e: Event) -> None:
-        hyp = HypothesisDef.from_dict(e.data)
+        hyp = HypothesisDef.from_dict(HypothesisAdded.of(e).to_dict())
         node = f"hyp:{hyp.id}"
         if hyp.id in self.hypotheses:  # a newer definition replaces the catalog edges (not a link's placeholder)
             stale = [
@@ -208,12 +232,13 @@ class InvestigationState(StateQueries):
 
     def _symptom_removed(self, e: Event) -> None:
         """A symptom taken back (a typo, a wrong guess): gone from the graph from here on."""
-        self.symptoms.pop(e.data["id"], None)
-        self._forget_node(f"symptom:{e.data['id']}")
+        ident = SymptomRemoved.of(e).id
+        self.symptoms.pop(ident, None)
+        self._forget_node(f"symptom:{ident}")
 
     def _hypothesis_removed(self, e: Event) -> None:
         """A hypothesis taken back: gone from the graph; its runs stay (they happened)."""
-        h = e.data["id"]
+        h = HypothesisRemoved.of(e).id
         self.hypotheses.pop(h, None)
         self.evidence.pop(h, None)
         self._decisive.pop(h, None)
@@ -221,25 +246,26 @@ class InvestigationState(StateQueries):
         self._forget_node(f"hyp:{h}")
 
     def _link(self, e: Event) -> None:
-        src, dst, kind = e.data["src"], e.data["dst"], e.data["kind"]
+        p = LinkAdded.of(e)
+        src, dst, kind = p.src, p.dst, p.kind
         self.user_links.append((src, dst, kind))
         self._edge(src, dst, kind)
 
     def _run_started(self, e: Event) -> None:
-        d = e.data
+        p = RunStarted.of(e)
         run = RunInfo(
-            id=d["run"],
-            probe=d["probe"],
-            params=d.get("params", {}),
-            target=d["target"],
-            kind=d.get("kind", "probe"),
-            check_key=d["check_key"],
+            id=p.run,
+            probe=p.probe,
+            params=p.params,
+            target=p.target,
+            kind=p.kind,
+            check_key=p.check_key,
             started_ts=e.ts,
             started_seq=e.seq,
-            remedies=tuple(d.get("remedies", ())),
-            retest_of=d.get("retest_of"),
-            stochastic=bool(d.get("stochastic", False)),
-            observed_seq=d.get("observed"),
+            remedies=tuple(p.remedies),
+            retest_of=p.retest_of,
+            stochastic=bool(p.stochastic),
+            observed_seq=p.observed,
         )
         self.runs[run.id] = run
         self._node(f"run:{run.id}", kind="run")
@@ -247,39 +273,39 @@ class InvestigationState(StateQueries):
         self._edge(f"run:{run.id}", f"probe:{run.probe}", "of")
 
     def _run_finished(self, e: Event) -> None:
-        d = e.data
-        run = self.runs[d["run"]]
-        run.classification = d["classification"]
-        run.reason = d.get("reason", "")
-        run.records = d.get("records", [])
+        p = RunFinished.of(e)
+        run = self.runs[p.run]
+        run.classification = p.classification
+        run.reason = p.reason
+        run.records = p.records
         run.result = result_fields(run.records)
-        run.lines = d.get("lines", {})
-        run.exit_status = d.get("exit_status")
-        run.signal = d.get("signal")
+        run.lines = p.lines
+        run.exit_status = p.exit_status
+        run.signal = p.signal
         run.finished_ts = e.ts
         run.finished_seq = e.seq
         self._node(f"run:{run.id}", kind="run", classification=run.classification)
-        reported = d.get("state")
-        if reported is not None:
-            run.state = reported
+        if p.state is not None:
+            reported = e.data["state"]  # the stored object itself, as every reader had it
+            run.state, run.read = reported, p.state
             # Keys are computed once, when the run is recorded; older events lack them.
-            parts = d.get("state_parts") or component_keys(reported)
+            parts = p.state_parts or component_keys(reported)
             run.state_parts = parts
-            run.state_key = d.get("state_key") or state_key_of_parts(parts, run.remedies)
+            run.state_key = p.state_key or state_key_of_parts(parts, run.remedies)
             self._known_state[run.target] = (reported, parts)
             self._known_state_seq[run.target] = e.seq
             for part, key in parts.items():
                 history = self._history.setdefault((run.target, part), [])
                 if not history or history[-1][0] != key:
                     history.append((key, run.id))
-        elif run.kind == "shell" or d.get("state_unknown"):
-            before = d.get("state_before")
+        elif run.kind == "shell" or p.state_unknown:
+            before = p.state_before
             if run.kind == "shell" and isinstance(before, dict):
                 # the state the command ran in (read just before it): the same command in the
                 # same state is the same experiment, a circular retest like any probe's
-                parts = d.get("state_parts") or component_keys(before)
-                run.state, run.state_parts = before, parts
-                run.state_key = d.get("state_key") or state_key_of_parts(parts, run.remedies)
+                parts = p.state_parts or component_keys(before)
+                run.state, run.read, run.state_parts = before, StateRead.from_dict(before), parts
+                run.state_key = p.state_key or state_key_of_parts(parts, run.remedies)
                 if run.params.get("poll"):  # declared a poll: its repeats are meant, never flagged
                     self._polls.add((run.target, str(run.params.get("cmd"))))
             # A shell command may have changed anything (pip install, rm -rf a cache):
@@ -290,42 +316,43 @@ class InvestigationState(StateQueries):
             self._last_asked[(run.probe, canonical(run.params), run.target)] = run.id
 
     def _evidence(self, e: Event) -> None:
-        d = e.data
+        p = EvidenceRecorded.of(e)
         entry = Evidence(
-            run=d["run"],
-            hypothesis=d["hypothesis"],
-            verdict=d["verdict"],
-            rule=d.get("rule", ""),
-            fields=d.get("fields", {}),
+            run=p.run,
+            hypothesis=p.hypothesis,
+            verdict=p.verdict,
+            rule=p.rule,
+            fields=p.fields,
             seq=e.seq,
-            state_key=self.runs[d["run"]].state_key if d["run"] in self.runs else None,
+            state_key=self.runs[p.run].state_key if p.run in self.runs else None,
         )
-        self.evidence.setdefault(d["hypothesis"], []).append(entry)
+        self.evidence.setdefault(p.hypothesis, []).append(entry)
         if entry.verdict != "inconclusive":
             _last, by_state = self._decisive.get(entry.hypothesis, (entry, {}))
             by_state.setdefault(entry.state_key, set()).add(entry.verdict)
             self._decisive[entry.hypothesis] = (entry, by_state)
-        self._by_run.setdefault(d["run"], []).append(entry)
-        counts = self._counts.setdefault(d["hypothesis"], {"supports": 0, "refutes": 0, "inconclusive": 0})
-        counts[d["verdict"]] += 1
-        self._edge(f"run:{d['run']}", f"hyp:{d['hypothesis']}", "evidence", verdict=d["verdict"])
-        if d["verdict"] == "refutes":
-            self._refuted_at[d["hypothesis"]] = self.runs[d["run"]].state_key
+        self._by_run.setdefault(p.run, []).append(entry)
+        counts = self._counts.setdefault(p.hypothesis, {"supports": 0, "refutes": 0, "inconclusive": 0})
+        counts[p.verdict] += 1
+        self._edge(f"run:{p.run}", f"hyp:{p.hypothesis}", "evidence", verdict=p.verdict)
+        if p.verdict == "refutes":
+            self._refuted_at[p.hypothesis] = self.runs[p.run].state_key
 
     def _previewed(self, e: Event) -> None:
-        d = e.data
-        self.previews[(d["remedy"], d["path"])] = {**d, "seq": e.seq}
+        p = RemedyPreviewed.of(e)
+        self.previews[(p.remedy, p.path)] = {**e.data, "seq": e.seq}
 
     def _applied(self, e: Event) -> None:
-        d = e.data
+        p = RemedyApplied.of(e)
         app = RemedyApplication(
-            id=d["application"],
-            remedy=d["remedy"],
-            hypothesis=d.get("hypothesis"),
-            target=d.get("target", "local"),
-            files=d.get("files", []),
+            id=p.application,
+            remedy=p.remedy,
+            hypothesis=p.hypothesis,
+            target=p.target,
+            files=p.files,
             applied_ts=e.ts,
-            overlay=d.get("overlay"),
+            overlay=e.data.get("overlay"),  # the stored object, as the callers that read a dict have it
+            upgrade=p.overlay,
             applied_seq=e.seq,
         )
         self.applications[app.id] = app
@@ -336,77 +363,81 @@ class InvestigationState(StateQueries):
         self._edge(f"app:{app.id}", f"remedy:{app.remedy}", "applied")
 
     def _reverted(self, e: Event) -> None:
-        app = self.applications[e.data["application"]]
+        app = self.applications[RemedyReverted.of(e).application]
         app.active = False
         if app.overlay is not None:
             self._overlay_events.append((app.target, e.seq, app.id, "removed"))
 
     def _verified(self, e: Event) -> None:
-        d = e.data
-        app = self.applications[d["application"]]
-        app.verifications.append({k: v for k, v in d.items() if k != "application"})
-        self._edge(f"app:{app.id}", f"run:{d['run']}", "verified-by", outcome=d["outcome"])
+        p = ApplicationVerified.of(e)
+        app = self.applications[p.application]
+        app.verifications.append({k: v for k, v in e.data.items() if k != "application"})
+        app.verified.append(p.verification)
+        self._edge(f"app:{app.id}", f"run:{p.run}", "verified-by", outcome=p.outcome)
 
     def _flag(self, e: Event) -> None:
-        d = e.data
+        p = FlagRaised.of(e)
         self.flags.append(
             Flag(
-                kind=d["flag"],
+                kind=p.flag,
                 seq=e.seq,
                 ts=e.ts,
-                target=d.get("target", ""),
-                message=d.get("message", ""),
-                run=d.get("run"),
-                earlier=d.get("earlier"),
-                hypothesis=d.get("hypothesis"),
-                component=d.get("component"),
+                target=p.target,
+                message=p.message,
+                run=p.run,
+                earlier=p.earlier,
+                hypothesis=p.hypothesis,
+                component=p.component,
             )
         )
 
     def _note(self, e: Event) -> None:
-        note = {"seq": e.seq, "ts": e.ts, "text": e.data["text"], "about": e.data.get("about")}
-        if e.data.get("finding"):  # sleuth's own note: a finding about a target's environment
-            note.update(finding=e.data["finding"], target=e.data.get("target"))
+        p = NoteAdded.of(e)
+        note = {"seq": e.seq, "ts": e.ts, "text": p.text, "about": p.about}
+        if p.finding:  # sleuth's own note: a finding about a target's environment
+            note.update(finding=p.finding, target=p.target)
         self.notes.append(note)
 
     def _observed(self, e: Event) -> None:
-        d = e.data
-        self.observations.append({**d, "seq": e.seq, "ts": e.ts})
-        state = d.get("state")
-        if state is not None:
-            self._known_state[d["target"]] = (state, d.get("state_parts") or component_keys(state))
-            self._known_state_seq[d["target"]] = e.seq
+        p = StateObserved.of(e)
+        self.observations.append({**e.data, "seq": e.seq, "ts": e.ts})
+        if p.state is not None:
+            state = e.data["state"]  # the stored object itself, as every reader had it
+            self._known_state[p.target] = (state, p.state_parts or component_keys(state))
+            self._known_state_seq[p.target] = e.seq
 
     def _fleet_expanded(self, e: Event) -> None:
-        self.fleets[e.data["fleet"]] = {**e.data, "seq": e.seq, "ts": e.ts}
+        self.fleets[FleetExpanded.of(e).fleet] = {**e.data, "seq": e.seq, "ts": e.ts}
 
     def _fleet_compared(self, e: Event) -> None:
         self.comparisons.append({**e.data, "seq": e.seq, "ts": e.ts})
 
     def _known_matched(self, e: Event) -> None:
-        d = e.data
-        run = self.runs.get(d["run"])
-        target = d.get("target") or (run.target if run else "")
+        p = KnownMatched.of(e)
+        run = self.runs.get(p.run)
+        target = p.target or (run.target if run else "")
         state_key = run.state_key if run else None
-        said = self._known_by_run.setdefault(d["run"], {"matches": [], "left": []})
-        for m in d.get("matches", []):
-            match = {**m, "run": d["run"], "target": target, "state_key": state_key, "seq": e.seq, "ts": e.ts}
+        said = self._known_by_run.setdefault(p.run, {"matches": [], "left": []})
+        where = {"run": p.run, "target": target, "state_key": state_key, "seq": e.seq, "ts": e.ts}
+        for m in p.matches:
+            match = {**m.to_dict(), **where}
             self.known_matches.append(match)
             said["matches"].append(match)
-            self._known_live[(target, m["id"])] = True
-            self._node(f"known:{m['id']}", kind="known", title=m.get("title", ""))
-            self._edge(f"run:{d['run']}", f"known:{m['id']}", "matched")
-            for h in m.get("explains", []):
+            self._known_live[(target, m.id)] = True
+            self._node(f"known:{m.id}", kind="known", title=m.title)
+            self._edge(f"run:{p.run}", f"known:{m.id}", "matched")
+            for h in m.explains:
                 if h in self.hypotheses:
-                    self._edge(f"known:{m['id']}", f"hyp:{h}", "explains")
-        for m in d.get("left", []):
-            left = {**m, "run": d["run"], "target": target, "state_key": state_key, "seq": e.seq, "ts": e.ts}
+                    self._edge(f"known:{m.id}", f"hyp:{h}", "explains")
+        for m in p.left:
+            left = {**m.to_dict(), **where}
             self.known_left.append(left)
             said["left"].append(left)
-            self._known_live[(target, m["id"])] = False
+            self._known_live[(target, m.id)] = False
 
     def _fleet_hang(self, e: Event) -> None:
-        self.fleet_hangs.append({**e.data, "seq": e.seq, "ts": e.ts})
+        self.fleet_hangs.append(FleetHang.of(e))
 
     def _baseline(self, e: Event) -> None:
-        self.baselines[e.data["target"]] = e.data["run"]
+        p = BaselineMarked.of(e)
+        self.baselines[p.target] = p.run

@@ -114,8 +114,8 @@ class StateQueries:
     def fixed_by(self, hypothesis: str) -> RemedyApplication | None:
         """The active application verified to make the symptom stop, if any."""
         for app in self.applications.values():
-            if app.active and any(v["hypothesis"] == hypothesis and v["outcome"] == "fixed" and v.get("strong", True)
-                                  for v in app.verifications):
+            if app.active and any(v.hypothesis == hypothesis and v.outcome == "fixed" and v.strong
+                                  for v in app.verified):
                 return app
         return None
 
@@ -124,7 +124,7 @@ class StateQueries:
         lock #1 for compile-race: fixed (…)" (hypotheses/verification.py)."""
         return [line for app in self.applications.values()
                 for line in describe_verifications(app.remedy, app.id,
-                                                   [v for v in app.verifications if v.get("run") == run_id])]
+                                                   [v for v in app.verified if v.run == run_id])]
 
     def weak_verification(self, hypothesis: str, target: str) -> tuple[RemedyApplication, dict[str, Any]] | None:
         """An active application on *target* whose only verification of *hypothesis* is too
@@ -132,9 +132,10 @@ class StateQueries:
         for app in self.applications.values():
             if not app.active or app.target != target:
                 continue
-            fixed = [v for v in app.verifications if v["hypothesis"] == hypothesis and v["outcome"] == "fixed"]
-            if fixed and not any(v.get("strong", True) for v in fixed):
-                return app, fixed[-1]
+            fixed = [(v, stored) for v, stored in zip(app.verified, app.verifications, strict=True)
+                     if v.hypothesis == hypothesis and v.outcome == "fixed"]
+            if fixed and not any(v.strong for v, _ in fixed):
+                return app, fixed[-1][1]
         return None
 
     def status(self, hypothesis: str) -> str:

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .payloads import Overlay, Payload, StateRead, Verification
 
 __all__ = [
     "RemedyApplication",
@@ -87,6 +91,14 @@ class Event:
     # sleuth recorded it (the store's events.author column, schema 2)
     author: str = ""
 
+    @cached_property
+    def payload(self) -> Payload | None:
+        """The data as its kind's typed record (payloads.py), parsed once; None for a kind
+        this sleuth does not know."""
+        from .payloads import parse_payload
+
+        return parse_payload(self.kind, self.data)
+
     def to_dict(self) -> dict[str, Any]:
         out = {"seq": self.seq, "ts": self.ts, "kind": self.kind, "data": self.data}
         if self.author:
@@ -114,7 +126,8 @@ class RunInfo:
     reason: str = ""
     result: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
-    state: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None  # as stored (a shell command's: the state read just before it)
+    read: StateRead | None = None  # ``state`` typed (its torch version parsed once)
     state_key: str | None = None
     state_parts: dict[str, str] | None = None  # component_keys(state), as recorded
     lines: dict[str, int] = field(default_factory=dict)
@@ -157,22 +170,26 @@ class RemedyApplication:
     files: list[dict[str, Any]]
     applied_ts: float
     active: bool = True
+    # as stored, for the callers that read them as dicts (app/known_cli.py, sessions/known_issues.py)
     verifications: list[dict[str, Any]] = field(default_factory=list)
-    # an upgrade's overlay at the far end: {issue, package, version, path, site, explains}
+    verified: list[Verification] = field(default_factory=list)  # the same, typed
+    # an upgrade's overlay at the far end: {issue, package, version, path, site, explains}, as
+    # stored; ``upgrade`` is the same, typed
     overlay: dict[str, Any] | None = None
+    upgrade: Overlay | None = None
     applied_seq: int = 0
 
     @property
     def digest(self) -> str:
-        if self.overlay is not None:
-            return f"{self.remedy}:{self.overlay['package']}=={self.overlay['version']}@{self.overlay['path']}"
+        if self.upgrade is not None:
+            return f"{self.remedy}:{self.upgrade.package}=={self.upgrade.version}@{self.upgrade.path}"
         return self.remedy + ":" + ",".join(sorted(f.get("after_sha", "") for f in self.files))
 
     def addresses(self, hypothesis: str, remedies: tuple[str, ...] | list[str]) -> bool:
         """Whether this application is a remedy for *hypothesis* (whose catalog remedies are
         *remedies*): a code remedy it lists, or an upgrade to a known issue that explains it."""
-        if self.overlay is not None:
-            return hypothesis in self.overlay.get("explains", ())
+        if self.upgrade is not None:
+            return hypothesis in self.upgrade.explains
         return self.remedy in remedies
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,9 +16,12 @@ outcome is then ``nothing_to_verify``, never ``fixed``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .payloads import Verification
 
 __all__ = ["NOTHING_TO_VERIFY", "STRONG", "Strength", "describe_verifications", "nothing_to_verify", "outcome_words",
            "strength", "trials_needed"]
@@ -38,19 +41,19 @@ def outcome_words(outcome: object) -> str:
     return _WORDS.get(str(outcome), str(outcome).replace("_", " "))
 
 
-def describe_verifications(remedy: str, app: int, verifications: Iterable[Mapping[str, Any]]) -> list[str]:
+def describe_verifications(remedy: str, app: int, verifications: Iterable[Verification]) -> list[str]:
     """One application's verifications by one run, in words, hypotheses with the same finding
     said together: "verified lock #1 for compile-race: fixed (0 of 5 trials failed after; …)", or
     "lock #1 for compile-race: nothing to verify: the failure was not seen before (0 of 1)"."""
     said: dict[tuple[str, str], list[str]] = {}
     for v in verifications:
-        if v.get("outcome") == NOTHING_TO_VERIFY:
-            why = str(v.get("strength") or nothing_to_verify(int((v.get("before") or [0, 0])[1])))
+        if v.outcome == NOTHING_TO_VERIFY:
+            why = str(v.strength or nothing_to_verify(int((v.before or [0, 0])[1])))
             how = why  # the reason is the finding
         else:
-            how = outcome_words(v.get("outcome")) + (f" ({v['strength']})" if v.get("strength") else "")
-        names = said.setdefault((str(v.get("outcome")), how), [])
-        name = str(v.get("hypothesis") or v.get("issue") or "")
+            how = outcome_words(v.outcome) + (f" ({v.strength})" if v.strength else "")
+        names = said.setdefault((str(v.outcome), how), [])
+        name = str(v.hypothesis or v.issue or "")
         if name and name not in names:
             names.append(name)
     # a run that could verify nothing is not said to have "verified" anything

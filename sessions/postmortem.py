@@ -51,19 +51,20 @@ _ENV_FIELDS = {"torch": "torch", "cuda": "CUDA", "triton": "triton", "driver": "
 def _measured(run: Any) -> dict[str, str]:
     """What *run* measured of the environment, field by field; a field it did not measure is
     absent (never a guess). Absence that was measured is said: "not installed", "none found"."""
-    env = (run.state or {}).get("env") or {}
+    read = run.read  # the run's state, typed (hypotheses/payloads.py: StateRead)
+    env = (read.env if read is not None else None) or {}
     fp = run.result.get("fingerprint")
     fp = fp if isinstance(fp, dict) else {}
-    dists = env.get("distributions") if isinstance(env.get("distributions"), dict) else None
-    torch = env.get("torch")
-    version = fp.get("torch") or (torch.get("version") if isinstance(torch, dict) else torch)
+    dists = read.distributions if read is not None and read.measured_distributions else None
+    version = fp.get("torch") or (read.torch_reported if read is not None else None)
+    cuda = read.torch_cuda if read is not None else None
     out: dict[str, str] = {}
     if version:
         out["torch"] = str(version)
     elif dists is not None:
         out["torch"] = "not installed"
-    if fp.get("torch.cuda") or (isinstance(torch, dict) and torch.get("cuda")) or env.get("cuda"):
-        out["cuda"] = str(fp.get("torch.cuda") or (torch.get("cuda") if isinstance(torch, dict) else None) or env.get("cuda"))
+    if fp.get("torch.cuda") or cuda or env.get("cuda"):
+        out["cuda"] = str(fp.get("torch.cuda") or cuda or env.get("cuda"))
     elif "torch.cuda" in fp or (version and str(version).endswith("+cpu")):
         out["cuda"] = "none (a CPU build of torch)"
     if fp.get("triton") or (dists or {}).get("triton"):
@@ -123,15 +124,14 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             app = st.fixed_by(h)
             if app is None:  # confirmed means fixed by an application; never without one
                 continue
-            verified = next(v for v in app.verifications
-                            if v["hypothesis"] == h and v["outcome"] == "fixed" and v.get("strong", True))
-            run = st.runs[verified["run"]]
+            verified = next(v for v in app.verified if v.hypothesis == h and v.outcome == "fixed" and v.strong)
+            run = st.runs[verified.run]
             specific = [c for c in confirmed if st.parent(c) == h]
             detail = f" (in particular: {', '.join(st.hypotheses[c].title for c in specific)})" if specific else ""
             lines.append(f"- Root cause: **{st.hypotheses[h].title}** — confirmed{detail}")
             lines.append(f"- Fix: the **{app.remedy}** remedy (application #{app.id}), verified by run #{run.id} ({run.probe}: {run.classification})")
-            if verified.get("strength"):
-                lines.append(f"- How strong: {verified['strength']}")
+            if verified.strength:
+                lines.append(f"- How strong: {verified.strength}")
             if run.finished_ts:
                 lines.append(f"- Time from the first event to the verified fix: {_dur(run.finished_ts - t0)}")
     else:
@@ -142,10 +142,10 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
             lines.append("- Supported, not yet confirmed: " + ", ".join(supported))
         lines.append("- Still open: " + (", ".join(f"{h} ({st.status(h)})" for h in open_) or "nothing"))
         for app in st.applications.values():
-            weak = [v for v in app.verifications if v["outcome"] == "fixed" and not v.get("strong", True)]
+            weak = [v for v in app.verified if v.outcome == "fixed" and not v.strong]
             if app.active and weak:
                 lines.append(f"- The **{app.remedy}** remedy is applied, but its verification is too weak to call it a fix: "
-                             f"{weak[-1]['strength']}")
+                             f"{weak[-1].strength}")
     lines += [f"- Runs: {len(st.runs)}; flags: {len(st.flags)}", ""]
 
     lines += ["## Hypotheses", "", "```mermaid", "flowchart LR"]
@@ -275,9 +275,9 @@ def _hang_section(st: Any) -> list[str]:
         return []
     out = ["## Hang", ""]
     for f in st.fleet_hangs:
-        res = f.get("reading") or {}
-        members = ", ".join(f"{m} (#{r})" for m, r in (f.get("runs") or {}).items())
-        out += [f"### fleet {f.get('fleet')}: {res.get('verdict')} — every member's ranks read together ({members})", ""]
+        res = f.reading or {}
+        members = ", ".join(f"{m} (#{r})" for m, r in (f.runs or {}).items())
+        out += [f"### fleet {f.fleet}: {res.get('verdict')} — every member's ranks read together ({members})", ""]
         out += [f"- {_esc(str(s))}" for s in res.get("sentences") or []] + [""]
     for run in runs:
         res = run.result

@@ -1,0 +1,462 @@
+"""Typed records at the store boundary: one payload type per event kind (``PAYLOADS``), and
+the records inside them — a state read (its torch version parsed once), a remedy's
+verification (its ``strong`` default said once), a known-issue match, an upgrade's overlay,
+a fleet's hang reading.
+
+Each record is parsed once from the stored JSON (``from_dict``) and gives it back exactly
+(``to_dict``, keys in their stored order): a key the record does not name is kept aside
+(``_extra``), a key that was not stored stays absent (``_absent``) even where the field has a
+default, so what a session holds is never rewritten by reading it. ``Event.payload`` (records.py) is the event's typed payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from typing import Any, ClassVar, Self
+
+from .records import EventKind
+
+__all__ = [
+    "PAYLOADS",
+    "ApplicationVerified",
+    "BaselineMarked",
+    "EvidenceRecorded",
+    "FlagRaised",
+    "FleetCompared",
+    "FleetExpanded",
+    "FleetHang",
+    "HypothesisAdded",
+    "HypothesisRemoved",
+    "InvestigationCreated",
+    "KnownMatch",
+    "KnownMatched",
+    "LinkAdded",
+    "NoteAdded",
+    "Overlay",
+    "Payload",
+    "Record",
+    "RemedyApplied",
+    "RemedyPreviewed",
+    "RemedyReverted",
+    "RunFinished",
+    "RunStarted",
+    "StateObserved",
+    "StateRead",
+    "SymptomAdded",
+    "SymptomRemoved",
+    "Verification",
+    "parse_payload",
+]
+
+_NOT_FIELDS = ("_extra", "_absent", "_order")
+
+
+class _Spec:
+    """A record class's fields as from_dict reads them (computed once per class)."""
+
+    def __init__(self, cls: type[Record]) -> None:
+        own = [f for f in fields(cls) if f.name not in _NOT_FIELDS]  # type: ignore[arg-type]
+        self.names = tuple(f.name for f in own)
+        self.known = frozenset(self.names)
+        self.required = tuple(f.name for f in own if f.default is f.default_factory)  # both MISSING
+        self.nested = dict(cls.NESTED)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A stored JSON object read into named fields; ``to_dict()`` gives the stored object back."""
+
+    NESTED: ClassVar[Mapping[str, type[Record]]] = {}  # field -> the record its value holds (one, or a list)
+    _specs: ClassVar[dict[type, _Spec]] = {}
+
+    _extra: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False)  # keys no field names
+    _absent: frozenset[str] = field(default=frozenset(), kw_only=True, repr=False, compare=False)
+    _order: tuple[str, ...] = field(default=(), kw_only=True, repr=False, compare=False)  # the stored keys' order
+
+    @classmethod
+    def _spec(cls) -> _Spec:
+        spec = Record._specs.get(cls)
+        if spec is None:
+            spec = Record._specs[cls] = _Spec(cls)
+        return spec
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """The record of a stored object; a field it must have and lacks is a KeyError."""
+        spec = cls._spec()
+        kwargs: dict[str, Any] = {}
+        absent = []
+        for name in spec.names:
+            if name in data:
+                value = data[name]
+                kind = spec.nested.get(name)
+                if kind is not None and value is not None:
+                    value = [kind.from_dict(v) for v in value] if isinstance(value, list) else kind.from_dict(value)
+                kwargs[name] = value
+            elif name in spec.required:
+                raise KeyError(name)
+            else:
+                absent.append(name)
+        extra = {k: v for k, v in data.items() if k not in spec.known} if len(data) > len(kwargs) else {}
+        return cls(**kwargs, _extra=extra, _absent=frozenset(absent), _order=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object as stored: the fields it had (nested records as theirs), then the rest."""
+        spec = self._spec()
+        out: dict[str, Any] = {}
+        for name in spec.names:
+            if name in self._absent:
+                continue
+            value = getattr(self, name)
+            if name in spec.nested and value is not None:
+                value = [v.to_dict() for v in value] if isinstance(value, list) else value.to_dict()
+            out[name] = value
+        out.update(self._extra)
+        if self._order and len(self._order) == len(out):  # JSON printed without sort_keys reads the same
+            return {k: out[k] for k in self._order}
+        return out
+
+    def has(self, name: str) -> bool:
+        """Whether the stored object had *name* (a field left at its default was absent)."""
+        return name not in self._absent if name in self._spec().known else name in self._extra
+
+
+# ---------------------------------------------------------------- records inside payloads
+
+
+@dataclass(frozen=True)
+class StateRead(Record):
+    """A target's state as a run or a read reported it (the prelude's ``state``): env (python,
+    torch as torch/version.py says it, driver, the installed distributions), code, caches."""
+
+    env: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def _env(self) -> Mapping[str, Any]:
+        return self.env if isinstance(self.env, Mapping) else {}
+
+    @cached_property
+    def distributions(self) -> Mapping[str, Any]:
+        """The installed distributions by name, as measured ({} where none were)."""
+        dists = self._env.get("distributions")
+        return dists if isinstance(dists, Mapping) else {}
+
+    @cached_property
+    def measured_distributions(self) -> bool:
+        """Whether the read listed the installed distributions at all."""
+        return isinstance(self._env.get("distributions"), Mapping)
+
+    @cached_property
+    def torch_reported(self) -> Any:
+        """The torch version as the read says torch itself reports it (torch/version.py; an
+        older state's plain string), else None."""
+        torch = self._env.get("torch")
+        return torch.get("version") if isinstance(torch, Mapping) else torch
+
+    @cached_property
+    def torch_version(self) -> str | None:
+        """The torch version torch reports, else the installed distribution's."""
+        torch = self._env.get("torch")
+        if isinstance(torch, Mapping):
+            return torch.get("version")
+        return torch if isinstance(torch, str) else self.distributions.get("torch")
+
+    @cached_property
+    def torch_cuda(self) -> Any:
+        """The CUDA torch was built with, as torch/version.py says it (None where not read)."""
+        torch = self._env.get("torch")
+        return torch.get("cuda") if isinstance(torch, Mapping) else None
+
+    @cached_property
+    def python(self) -> Any:
+        return self._env.get("python")
+
+
+@dataclass(frozen=True)
+class Verification(Record):
+    """A run that verified a remedy application (``application.verified`` less its
+    application): the outcome, the samples before and after, and how strong it is."""
+
+    run: int
+    outcome: str  # fixed | not_fixed | nothing_to_verify
+    hypothesis: str | None = None  # None: an upgrade's, for its issue alone
+    before: list[int] | None = None  # [failing trials, trials]
+    after: list[int] | None = None
+    strong: bool = True  # a verification that does not say is strong (one deterministic run)
+    strength: str | None = None  # in words, where a sample was weighed
+    needed: int | None = None
+    chance: float | None = None
+    issue: str | None = None  # an upgrade's: the known issue, the release the run imported, how it was asked
+    imported: str | None = None
+    signature: str | None = None
+
+
+@dataclass(frozen=True)
+class KnownMatch(Record):
+    """A known upstream issue a run matched (or, in ``left``, one that stopped applying): the
+    entry as it was when matched, the version measured and where its signature showed."""
+
+    id: str
+    title: str = ""
+    package: str = ""
+    affected: str = ""
+    fixed_in: str | None = None
+    explains: list[str] = field(default_factory=list)
+    measured: str | None = None
+    seen: str | None = None
+    why: str | None = None  # a left entry's: why it no longer applies
+
+
+@dataclass(frozen=True)
+class Overlay(Record):
+    """An upgrade's overlay at the far end: the release installed beside the environment."""
+
+    package: str
+    version: str
+    path: str
+    issue: str = ""
+    explains: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- one payload per event kind
+
+
+@dataclass(frozen=True)
+class Payload(Record):
+    """An event's data."""
+
+    @classmethod
+    def of(cls, data: Any) -> Self:
+        """*data* (an Event, or its data) as this payload."""
+        payload = getattr(data, "payload", None)
+        if isinstance(payload, cls):
+            return payload
+        return cls.from_dict(getattr(data, "data", data))
+
+
+@dataclass(frozen=True)
+class InvestigationCreated(Payload):
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class SymptomAdded(Payload):
+    id: str
+    title: str = ""  # absent in no session sleuth wrote; the fold then says the id
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class SymptomRemoved(Payload):
+    id: str
+
+
+@dataclass(frozen=True)
+class HypothesisAdded(Payload):
+    """The full definition (``HypothesisDef.to_dict``: rules as source); the fold reads it
+    with ``HypothesisDef.from_dict(payload.to_dict())``."""
+
+    id: str
+    title: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class HypothesisRemoved(Payload):
+    id: str
+
+
+@dataclass(frozen=True)
+class LinkAdded(Payload):
+    src: str
+    dst: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class RunStarted(Payload):
+    run: int
+    probe: str
+    target: str
+    check_key: str
+    params: dict[str, Any] = field(default_factory=dict)
+    kind: str = "probe"
+    remedies: list[str] = field(default_factory=list)
+    retest_of: int | None = None
+    observed: int | None = None  # its own state read's seq (0: it told nothing; absent: before runs named it)
+    stochastic: bool = False
+    force_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RunFinished(Payload):
+    NESTED: ClassVar[Mapping[str, type[Record]]] = {"state": StateRead}
+
+    run: int
+    classification: str
+    reason: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    state: StateRead | None = None
+    lines: dict[str, int] = field(default_factory=dict)
+    exit_status: int | None = None
+    signal: str | None = None
+    state_parts: dict[str, str] | None = None
+    state_key: str | None = None
+    state_before: dict[str, Any] | None = None  # a shell command's: the state read just before it
+    state_unknown: bool = False
+
+
+@dataclass(frozen=True)
+class EvidenceRecorded(Payload):
+    run: int
+    hypothesis: str
+    verdict: str
+    rule: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RemedyPreviewed(Payload):
+    remedy: str
+    path: str
+    blocked: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RemedyApplied(Payload):
+    NESTED: ClassVar[Mapping[str, type[Record]]] = {"overlay": Overlay}
+
+    application: int
+    remedy: str
+    hypothesis: str | None = None
+    target: str = "local"
+    files: list[dict[str, Any]] = field(default_factory=list)
+    overlay: Overlay | None = None
+
+
+@dataclass(frozen=True)
+class RemedyReverted(Payload):
+    application: int
+
+
+@dataclass(frozen=True)
+class ApplicationVerified(Payload):
+    """``application`` and the :class:`Verification` it gives (``verification``)."""
+
+    application: int
+    run: int
+    outcome: str
+
+    @cached_property
+    def verification(self) -> Verification:
+        return Verification.from_dict({k: v for k, v in self.to_dict().items() if k != "application"})
+
+
+@dataclass(frozen=True)
+class FlagRaised(Payload):
+    flag: str
+    target: str = ""
+    message: str = ""
+    run: int | None = None
+    earlier: int | None = None
+    hypothesis: str | None = None
+    component: str | None = None
+
+
+@dataclass(frozen=True)
+class NoteAdded(Payload):
+    text: str
+    about: str | None = None
+    finding: str | None = None  # sleuth's own note: a finding about a target's environment
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class BaselineMarked(Payload):
+    run: int
+    target: str
+
+
+@dataclass(frozen=True)
+class StateObserved(Payload):
+    NESTED: ClassVar[Mapping[str, type[Record]]] = {"state": StateRead}
+
+    target: str
+    state: StateRead | None = None
+    state_parts: dict[str, str] | None = None
+    state_key: str | None = None
+    changes: list[dict[str, Any]] | None = None
+    since: int | None = None
+    by: str | None = None
+    same_as: int | None = None
+    back_from: int | None = None
+
+
+@dataclass(frozen=True)
+class FleetExpanded(Payload):
+    fleet: str
+    how: str = ""
+    members: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FleetCompared(Payload):
+    """A fleet's comparison (``Comparison.to_dict``); read whole with ``Comparison.from_dict``."""
+
+    fleet: str
+    probe: str = ""
+
+
+@dataclass(frozen=True)
+class KnownMatched(Payload):
+    NESTED: ClassVar[Mapping[str, type[Record]]] = {"matches": KnownMatch, "left": KnownMatch}
+
+    run: int
+    target: str | None = None
+    matches: list[KnownMatch] = field(default_factory=list)
+    left: list[KnownMatch] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FleetHang(Payload):
+    """A stacks fan-out's ranks read together: the members' runs, the run it is recorded on
+    (the first odd rank's member's, else the first member's), and the reading."""
+
+    fleet: str
+    runs: dict[str, int] = field(default_factory=dict)
+    run: int | None = None
+    reading: dict[str, Any] = field(default_factory=dict)
+
+
+PAYLOADS: dict[str, type[Payload]] = {
+    EventKind.INVESTIGATION_CREATED: InvestigationCreated,
+    EventKind.SYMPTOM_ADDED: SymptomAdded,
+    EventKind.SYMPTOM_REMOVED: SymptomRemoved,
+    EventKind.HYPOTHESIS_ADDED: HypothesisAdded,
+    EventKind.HYPOTHESIS_REMOVED: HypothesisRemoved,
+    EventKind.LINK_ADDED: LinkAdded,
+    EventKind.RUN_STARTED: RunStarted,
+    EventKind.RUN_FINISHED: RunFinished,
+    EventKind.EVIDENCE_RECORDED: EvidenceRecorded,
+    EventKind.REMEDY_PREVIEWED: RemedyPreviewed,
+    EventKind.REMEDY_APPLIED: RemedyApplied,
+    EventKind.REMEDY_REVERTED: RemedyReverted,
+    EventKind.APPLICATION_VERIFIED: ApplicationVerified,
+    EventKind.FLAG_RAISED: FlagRaised,
+    EventKind.NOTE_ADDED: NoteAdded,
+    EventKind.BASELINE_MARKED: BaselineMarked,
+    EventKind.STATE_OBSERVED: StateObserved,
+    EventKind.FLEET_EXPANDED: FleetExpanded,
+    EventKind.FLEET_COMPARED: FleetCompared,
+    EventKind.KNOWN_MATCHED: KnownMatched,
+    EventKind.FLEET_HANG: FleetHang,
+}
+
+
+def parse_payload(kind: str, data: Mapping[str, Any]) -> Payload | None:
+    """The typed payload of an event of *kind* (None for a kind this sleuth does not know:
+    a newer version's, which the fold skips)."""
+    cls = PAYLOADS.get(kind)
+    return cls.from_dict(data) if cls is not None else None
