@@ -10,6 +10,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,6 +178,20 @@ def inv(session_path: Path, catalog):
     investigation = Investigation.create(session_path, "test", catalog)
     yield investigation
     investigation.close()
+
+
+@pytest.fixture
+def make_project(tmp_path: Path):
+    """The one way a test makes a project: ``make_project(name="proj", toml=..., drafter=...,
+    workspace=..., session=...)`` is `sleuth init` in tmp_path/NAME with *toml* appended to its
+    sleuth.toml (tests/support/project.py says each option). A test file's own ``project``
+    fixture is this with what that file needs (its targets, its files)."""
+    from support.project import new_project
+
+    def make(name: str = "proj", **options: Any) -> Path:
+        return new_project(tmp_path / name, **options)
+
+    return make
 
 
 @pytest.fixture(scope="session")

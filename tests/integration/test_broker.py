@@ -22,12 +22,8 @@ pytestmark = pytest.mark.usefixtures("no_idle_brokers")
 
 
 @pytest.fixture
-def project(tmp_path: Path, sshd) -> Path:
-    d = tmp_path / "proj"
-    d.mkdir()
-    sleuth(d, "init")
-    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + sshd.toml("ct200"))
-    return d
+def project(make_project, sshd) -> Path:
+    return make_project(toml=sshd.toml("ct200"))
 
 
 def status(d: Path, **env: str) -> dict:

@@ -8,7 +8,6 @@ compiles (``torch._dynamo.reset()``)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,12 +25,8 @@ FX_ERROR = "Detected that you are using FX to symbolically trace a dynamo-optimi
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    d = tmp_path / "hunt"
-    d.mkdir()
-    shutil.copytree(ROOT / "examples" / "drafter", d / "drafter", ignore=shutil.ignore_patterns("__pycache__"))
-    sleuth(d, "init")
-    return d
+def project(make_project) -> Path:
+    return make_project("hunt", drafter=True)
 
 
 def drafter(project: Path, *args: str) -> tuple[dict, subprocess.CompletedProcess]:

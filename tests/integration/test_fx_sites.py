@@ -73,13 +73,10 @@ raise KeyError("the main thread too")
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "hunt"
-    d.mkdir()
+def project(make_project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # a cold compile cache, as on a first run (the hf drafter's threads compile concurrently then)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    sleuth(d, "init")
-    return d
+    return make_project("hunt")
 
 
 def probe(project: Path, entry: str, *args: str) -> tuple[dict, dict, str, str]:

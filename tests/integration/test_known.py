@@ -233,11 +233,9 @@ def _pytest_entry_project(tmp_path: Path) -> tuple[Path, str]:
     """A project whose user entry covers the pytest installed here (its signature a LeakError line)."""
     from importlib.metadata import version
 
-    from support.cli import sleuth
+    from support.project import new_project
 
-    d = tmp_path / "proj"
-    d.mkdir()
-    sleuth(d, "init")
+    d = new_project(tmp_path / "proj")
     v = version("pytest")
     (d / ".sleuth" / "known").mkdir()
     (d / ".sleuth" / "known" / "mine.toml").write_text(

@@ -46,10 +46,8 @@ sys.exit(1)
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    make_workspace(root)
-    sleuth(root, "new", "mcp hunt")
+def project(make_project) -> Path:
+    root = make_project(workspace=True, session="mcp hunt")
     (root / "debug_fx.py").write_text(DUMP_SCRIPT)
     return root
 

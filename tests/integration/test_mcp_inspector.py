@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 from sleuth import __version__
-from support.cli import SLEUTH, sleuth
+from support.cli import SLEUTH
 from support.sshd_harness import free_port
-from support.ui_sessions import make_workspace
 
 INSPECTOR = Path(__file__).parents[1] / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
 
@@ -38,11 +37,8 @@ def _inspector() -> Path:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    make_workspace(root)
-    sleuth(root, "new", "inspector hunt")
-    return root
+def project(make_project) -> Path:
+    return make_project(workspace=True, session="inspector hunt")
 
 
 def inspect(project: Path, method: str, tool: str | None = None, *, era: str = "legacy",

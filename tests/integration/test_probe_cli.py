@@ -11,13 +11,8 @@ from support.cli import sleuth
 
 
 @pytest.fixture
-def project(tmp_path: Path, sshd) -> Path:
-    d = tmp_path / "proj"
-    d.mkdir()
-    sleuth(d, "init")
-    text = (d / "sleuth.toml").read_text() + "\n" + sshd.toml("ct200") + "\n" + sshd.toml("ct999", container="999")
-    (d / "sleuth.toml").write_text(text)
-    return d
+def project(make_project, sshd) -> Path:
+    return make_project(toml=sshd.toml("ct200") + "\n" + sshd.toml("ct999", container="999"))
 
 
 def test_target_show_prints_what_each_hop_receives(project, sshd):

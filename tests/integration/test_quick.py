@@ -21,10 +21,8 @@ def _status(d: Path) -> dict:
 
 
 @pytest.fixture
-def project(tmp_path: Path):
-    d = tmp_path / "proj"
-    d.mkdir()
-    sleuth(d, "init")
+def project(make_project):
+    d = make_project()
     yield d
     sleuth(d, "agent", "stop", check=False)
 

@@ -47,7 +47,7 @@ MODEL_ONLY = (
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
+def project(make_project, tmp_path: Path) -> Path:
     """A project with the user's HF drafter (train.py) and a stand-in installed package."""
     root = tmp_path / "proj"
     root.mkdir()
@@ -57,8 +57,7 @@ def project(tmp_path: Path) -> Path:
     lib = root / "venv" / "lib" / "python3.11" / "site-packages" / "fakeflex"
     lib.mkdir(parents=True)
     (lib / "attn.py").write_bytes(LIBRARY_MODULE.encode())
-    sleuth(root, "init")
-    return root
+    return make_project()
 
 
 def record_fx_trace(root: Path, result: dict[str, Any]) -> int:

@@ -75,13 +75,9 @@ def venv_print(venv: Path) -> tuple[str, dict[str, str]]:
     return freeze, files
 
 
-def project(tmp_path: Path, sshd, far: dict[str, Path]) -> Path:
-    d = tmp_path / "proj"
-    d.mkdir()
-    sleuth(d, "init")
+def project(make_project, sshd, far: dict[str, Path]) -> Path:
     target = sshd.toml("ct200").replace(f'python = "{sshd.python}"', f'python = "{far["venv"] / "bin" / "python"}"')
-    (d / "sleuth.toml").write_text((d / "sleuth.toml").read_text() + "\n" + target
-                                   + f'env = {{ XDG_CACHE_HOME = "{far["cache"]}" }}\n')
+    d = make_project(toml=target + f'env = {{ XDG_CACHE_HOME = "{far["cache"]}" }}\n')
     (d / ".sleuth" / "known").mkdir(exist_ok=True)
     (d / ".sleuth" / "known" / "demo.toml").write_text(ENTRY)
     (d / ".sleuth" / "hypotheses").mkdir(exist_ok=True)
