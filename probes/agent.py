@@ -4,7 +4,7 @@ its hop chain, started once and then asked to run probes over framed stdin/stdou
 Start: the hop chain runs ``python -c BOOT`` (a constant loader: no user data in argv), and
 the agent's source follows on stdin, length-prefixed — ``python -`` would wait for EOF
 before running anything, and stdin must stay open for the frames. Frames are length-prefixed
-both ways (see ``agent_src.py``), so a probe's output cannot be taken for the protocol.
+both ways (see ``far/agent.py``), so a probe's output cannot be taken for the protocol.
 
 Each probe runs in a child of the agent: a fresh ``python -`` by default, or forked from the
 agent after it has imported torch, when the probe declares that safe (``"fork": True`` in
@@ -24,17 +24,17 @@ import json
 import os
 import struct
 import time
-from pathlib import Path
 from typing import Any
 
 from .config import Target
 from .errors import AgentError, TransportError
+from .far import program
 from .hops import HopChain
 from .transports import READ_SIZE, Exit, ExitInfo, OnOutput, Process, SshPool, Transport, run_process, transport_for
 
 __all__ = ["AGENT_SOURCE", "AGENT_VERSION", "Agent", "AgentError", "AgentPool", "AgentTransport", "BOOT"]
 
-AGENT_SOURCE = Path(__file__).with_name("agent_src.py").read_bytes()
+AGENT_SOURCE = program("agent").encode("utf-8")
 AGENT_VERSION = hashlib.sha256(AGENT_SOURCE).hexdigest()[:16]
 HEAD = struct.Struct(">IBI")
 # a frame the agent ignores: sent back as output arrives while runs are open, so the far

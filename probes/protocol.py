@@ -1,7 +1,7 @@
 """The probe protocol: building the program a run sends, and reading records back.
 
-The program on stdin is the prelude (``prelude_src.py``) plus one call
-``_sleuth_main(config)``; the config — nonce, parameters, the probe's source — is embedded as
+The program on stdin is the prelude (``far/prelude.py``, with the far end's helper part
+``far/common.py`` at its head: ``far.program("prelude")``) plus one call ``_sleuth_main(config)``; the config — nonce, parameters, the probe's source — is embedded as
 a JSON string inside a Python string literal made by ``repr``, which is exact for any text.
 Records come back as lines ``@@sleuth:<nonce> {json}`` on stdout; the nonce is fresh per
 run, so a probe's own output can never be taken for a record.
@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from .far import program
 
 __all__ = ["ProgramSpec", "RecordParser", "build_program", "new_nonce", "PRELUDE"]
 
-PRELUDE = Path(__file__).with_name("prelude_src.py").read_text(encoding="utf-8")
-HOOK = Path(__file__).with_name("hook_src.py")
+PRELUDE = program("prelude")
 
 
 def new_nonce() -> str:
@@ -41,7 +41,7 @@ class ProgramSpec:
     # directories put first on sys.path and PYTHONPATH (an upgrade's overlay); such a run is
     # never forked from an agent, whose imports would hide the overlay's packages
     path_prefix: tuple[str, ...] = ()
-    hook: bool = False  # a shell command's Python processes get sleuth's stack-dump hook (probes/hook_src.py)
+    hook: bool = False  # a shell command's Python processes get sleuth's stack-dump hook (probes/far/hook.py)
 
 
 def build_program(spec: ProgramSpec, nonce: str) -> bytes:
@@ -58,7 +58,7 @@ def build_program(spec: ProgramSpec, nonce: str) -> bytes:
         "path_prefix": list(spec.path_prefix),
     }
     if spec.hook:
-        config["hook"] = HOOK.read_text(encoding="utf-8")
+        config["hook"] = program("hook")
     payload = json.dumps(config, ensure_ascii=True)
     return (PRELUDE + f"\n_sleuth_main(_json.loads({payload!r}))\n").encode("utf-8")
 

@@ -2,7 +2,7 @@
 
 For a known upstream issue (hypotheses/known.py) sleuth makes an overlay at the far end — a
 directory under the user's cache where ``pip install --target`` puts ``package==fixed_in``
-(probes/overlay_src.py) — and records it as an application of the remedy ``upgrade``. While
+(probes/far/overlay.py) — and records it as an application of the remedy ``upgrade``. While
 it is active, every run on that target puts the overlay first on ``sys.path`` and
 ``PYTHONPATH`` and starts a fresh interpreter (never forked from an agent whose imports would
 hide the overlay), so its state says the versions it imported: a different state. A run of
@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -27,6 +26,8 @@ from packaging.version import InvalidVersion, Version
 from ..hypotheses import PreRunCheck, check_key
 from ..hypotheses.known import KnownIssue, version_of
 from ..probes import ProgramSpec, Runner, Target, execute
+from ..probes.far import program
+from ..probes.far.common import canonical
 from .errors import InvestigationError
 from .investigation import Investigation
 from .redact import Redactor
@@ -35,11 +36,10 @@ __all__ = ["OVERLAY_PROBE", "UpgradeResult", "active_upgrade", "describe_content
            "remove_upgrade", "try_upgrade", "with_overlay"]
 
 OVERLAY_PROBE = "upgrade"
-_SOURCE = (Path(__file__).resolve().parent.parent / "probes" / "overlay_src.py")
 
 
 def _source() -> str:
-    return _SOURCE.read_text(encoding="utf-8")
+    return program("overlay")
 
 
 def overlay_prefix(inv: Investigation, target: str) -> tuple[str, ...]:
@@ -60,10 +60,6 @@ def _size(n: int | None) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _names(dists: list[dict[str, Any]], shown: int = 8) -> str:
@@ -94,8 +90,8 @@ def _kinds(others: list[dict[str, Any]]) -> str:
 
 
 def _split(dists: list[dict[str, Any]], package: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    asked = [d for d in dists if _canonical(d["name"]) == _canonical(package)]
-    return asked, [d for d in dists if _canonical(d["name"]) != _canonical(package)]
+    asked = [d for d in dists if canonical(d["name"]) == canonical(package)]
+    return asked, [d for d in dists if canonical(d["name"]) != canonical(package)]
 
 
 def describe_plan(plan: dict[str, Any], package: str) -> str:

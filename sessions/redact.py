@@ -15,18 +15,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..probes.far.common import SECRET_NAME, secret_name
+
 __all__ = ["Redactor", "contains", "is_secret_name", "SECRET_NAME"]
 
-# A secret's name holds a credential word as a word of its own (HF_TOKEN, hfToken, DB_PASSWORD,
-# AWS_SECRET_ACCESS_KEY, oauth) or at a word's end (GITHUBTOKEN): never inside another word, so
-# the package "tokenizers", TOKENIZERS_PARALLELISM or "author" are not secrets (issue 42: the
-# package's version stored as <redacted> read as version drift on every state read).
-SECRET_NAME = re.compile(
-    r"(?:^|[^a-z0-9])[a-z0-9]*(?:token|secret|secrets|password|passwd|passphrase|apikey|api_key|api-key|accesskey|"
-    r"access_key|access-key|privatekey|private_key|private-key|credential|credentials|auth|authorization|"
-    r"sessionkey|session_key|cookie|cookies)(?:$|[^a-z0-9])"
-)
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# A secret's name holds a credential word as a word of its own (HF_TOKEN, hfToken, DB_PASSWORD)
+# or at a word's end (GITHUBTOKEN), never inside another ("tokenizers", TOKENIZERS_PARALLELISM):
+# one rule, written in the far end's helper part, which the probes that read the environment at
+# the far end (target-check, env-fingerprint) are sent with.
 # Mappings whose keys are names of things, not of settings: a distribution named "google-auth"
 # is a package, its version no secret (values are still redacted by value and shape).
 _NAMED_MAPS = frozenset({"distributions"})
@@ -111,7 +107,7 @@ def _replace_shapes(data: bytes, present: list[re.Pattern[bytes]]) -> bytes:
 @functools.lru_cache(maxsize=4096)  # the same keys come back in every event (state, records)
 def is_secret_name(name: str) -> bool:
     """A credential's name: HF_TOKEN, hfToken, WANDB_API_KEY, x-auth-token — not tokenizers."""
-    return bool(SECRET_NAME.search(_CAMEL.sub("_", name).lower()))
+    return secret_name(name)
 
 
 _CONTAINERS = (dict, list, tuple)

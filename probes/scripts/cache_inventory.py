@@ -1,5 +1,6 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit, params, cache_folder and install_time come from the prelude sleuth sends first; run
+# standalone, all but params come from probes/far/common.py)
 """Compile-cache inventory, as context: where the inductor and triton caches are, how big, how
 new, and — per folder — whether its entries were written since the torch (triton) installed now,
 against the install time its dist-info RECORD says. File times never say whether a compile hits
@@ -16,19 +17,14 @@ PROBE = {
     "reports": ["cold", "keys_match", "written_by", "keys_said", "entries", "caches", "torch_installed", "stale"],
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
     import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit, cache_folder, install_time = _far["emit"], _far["cache_folder"], _far["install_time"]
     params = {}
-    def install_time(folder, dist):  # the prelude's reads the dist-info RECORD; standalone: __init__.py's ctime
-        try:
-            return os.stat(os.path.join(folder, "__init__.py")).st_ctime
-        except OSError:
-            return None
 
 import getpass
 import importlib.util
@@ -71,9 +67,8 @@ def torch_install():
 
 def installs_seen():
     """The torch installs sleuth's state reads saw for this user (the prelude keeps the list)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     try:
-        with open(os.path.join(cache, "sleuth", "torch-installs.json")) as f:
+        with open(cache_folder("torch-installs.json")) as f:
             seen = json.load(f)
     except (OSError, ValueError):
         return []

@@ -1,5 +1,5 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py)
 """Compile cache, measured: compile in a fresh process against the target's real caches and
 report inductor's own counters (FX graph cache hits, misses, bypasses; AOTAutograd's beside
 them) and each compile's cache key with its named parts, as inductor builds them
@@ -19,12 +19,13 @@ PROBE = {
                 "wiped", "compared_with", "cold", "cache_dir", "bypass_reasons", "host"],
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit = _far["emit"]
     params = {}
 
 import json

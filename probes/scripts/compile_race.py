@@ -1,5 +1,5 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py)
 """Compile-race experiment: the user's entry, run as they wrote it, K times threaded with fresh
 compile caches, and once as a single-thread control; a failure is read from the entry's exit
 status and from what killed its threads (type, message, innermost frame), never from a line
@@ -28,12 +28,13 @@ PROBE = {
                 "control_failed", "control_same_failure", "cold_cache", "race", "compiles_during_workers", "said"],
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit = _far["emit"]
     params = dict(PROBE["params"])
 
 import json

@@ -1,5 +1,5 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py)
 """Dense fallback check: time (and, on CUDA, peak memory) of one compiled vs uncompiled
 flex_attention call at the given shapes, and whether the program's calls look like the
 compiled or the dense path."""
@@ -16,12 +16,13 @@ PROBE = {
                 "error_on_nested_fx_trace"],
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit = _far["emit"]
     params = dict(PROBE["params"])
 
 import time

@@ -1,5 +1,6 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit, params and secret_name come from the prelude sleuth sends first; run standalone, emit and
+# secret_name come from probes/far/common.py)
 """Environment fingerprint: torch build (version with its build tag, CUDA, cuDNN, NCCL, git
 version), triton, driver, GPUs, every installed distribution and the variables that steer
 compilation and memory. sleuth diffs it against the target's baseline, package by package
@@ -16,12 +17,13 @@ PROBE = {
     "reports": ["fingerprint", "has_baseline", "drift", "drift_keys", "changes", "torch", "cuda", "triton"],
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit, secret_name = _far["emit"], _far["secret_name"]
     params = {}
 
 import json
@@ -35,12 +37,6 @@ except ImportError:  # pragma: no cover
     metadata = None
 
 VARS = re.compile(r"^(CUDA_|TORCH|PYTORCH_|NCCL_|TRITON_|CUBLAS|CUDNN|LD_LIBRARY_PATH$|OMP_NUM_THREADS$)")
-# a credential word as a word of the name (HF_TOKEN, WANDB_API_KEY), never inside one
-# (TOKENIZERS_PARALLELISM is no secret): sessions/redact.py's rule, said again at the far end
-SECRET = re.compile(
-    r"(?:^|[^A-Z0-9])[A-Z0-9]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|"
-    r"CREDENTIALS?|AUTH|AUTHORIZATION|COOKIE)(?:$|[^A-Z0-9])", re.I)
-
 
 def version(name):
     if metadata is None:
@@ -98,7 +94,7 @@ fp["distributions_sha"] = hashlib.sha256(json.dumps(dists, sort_keys=True).encod
 fp["distributions"] = dists  # every one, so a change names the package and both versions
 fp["nvidia_smi"] = nvidia_smi()
 for key, value in sorted(os.environ.items()):
-    if VARS.match(key) and not SECRET.search(key):
+    if VARS.match(key) and not secret_name(key):  # sessions/redact.py's rule
         fp["var:" + key] = value
 
 if params.get("import_torch", True) and version("torch") is not None:

@@ -1,5 +1,5 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py)
 """FX-flag instrumentation: run the entry point with torch.compile and flex_attention watched
 at run time (no source change) and record, per compiled flex_attention call, the thread,
 torch's FX tracing flag, torch.compiler.is_compiling(), and the shapes; report tracing in one
@@ -24,12 +24,13 @@ PROBE = {
                 "mean_call_ms", "sites", "exit", "threads_died", "died_of", "main_error", "said"],
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit = _far["emit"]
     params = dict(PROBE["params"])
 
 import functools

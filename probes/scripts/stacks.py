@@ -1,5 +1,6 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit, params and cache_folder come from the prelude sleuth sends first; run standalone, emit and
+# cache_folder come from probes/far/common.py)
 """Every rank's stacks: finds the job's processes and samples each one's Python stacks (all
 threads, through py-spy in its non-blocking mode: the job is never stopped) and, per thread,
 its /proc state, wchan, CPU time and context switches over the sampling window. A thread
@@ -26,12 +27,13 @@ PROBE = {
     "analysis": "stacks",  # sleuth reads the rank records (hypotheses/hang/) into the result's fields
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit, cache_folder = _far["emit"], _far["cache_folder"]
     params = {}
 
 import json
@@ -452,9 +454,8 @@ def looked_for(match, pids, job):
 
 
 def py_spy_path(given):
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     for path in (given, shutil.which("py-spy"), os.path.join(os.path.dirname(sys.executable), "py-spy"),
-                 os.path.join(cache, "sleuth", "bin", "py-spy")):
+                 cache_folder("bin", "py-spy")):
         if path and os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
@@ -552,8 +553,7 @@ SIGUSR2 = 12
 def hook_dir(env):
     if env and env.get("SLEUTH_STACKS_DIR"):
         return env["SLEUTH_STACKS_DIR"]
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "sleuth", "hook", "dumps")
+    return cache_folder("hook", "dumps")
 
 
 def hooked(p):

@@ -1,5 +1,6 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, the file defines them)
+# (emit, params and secret_name come from the prelude sleuth sends first; run standalone, emit and
+# secret_name come from probes/far/common.py)
 """What the far end sees: argv, environment (secrets redacted), user, host, cwd, interpreter."""
 
 PROBE = {
@@ -11,25 +12,19 @@ PROBE = {
     "reports": ["argv", "env", "user", "host", "cwd", "executable", "prefix", "container"],
 }
 
-if "emit" not in globals():  # run standalone: records as JSON lines on stdout
-    import json
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import os
 
-    def emit(kind, **fields):
-        print(json.dumps({"kind": kind, **fields}, default=str))
-
+    _far = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
+        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    emit, secret_name = _far["emit"], _far["secret_name"]
     params = {}
 
 import getpass
 import os
-import re
 import socket
 import sys
-
-# a credential word as a word of the name (HF_TOKEN, WANDB_API_KEY), never inside one
-# (TOKENIZERS_PARALLELISM is no secret): sessions/redact.py's rule, said again at the far end
-SECRET = re.compile(
-    r"(?:^|[^A-Z0-9])[A-Z0-9]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|"
-    r"CREDENTIALS?|AUTH|AUTHORIZATION|COOKIE)(?:$|[^A-Z0-9])", re.I)
 
 
 def container_hint():
@@ -50,7 +45,7 @@ def container_hint():
 emit(
     "result",
     argv=sys.argv,
-    env={k: ("<redacted>" if SECRET.search(k) else v) for k, v in sorted(os.environ.items())},
+    env={k: ("<redacted>" if secret_name(k) else v) for k, v in sorted(os.environ.items())},  # sessions/redact.py's rule
     user=getpass.getuser(),
     uid=os.getuid(),
     host=socket.gethostname(),

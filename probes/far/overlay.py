@@ -1,4 +1,5 @@
-# sleuth overlay: sent after the prelude (which defines emit and params), never imported.
+# sleuth overlay: sent after the prelude (which gives it emit, params and the helper part's
+# cache_folder), never imported.
 # Standard library only; it must run on any Python 3.8+ at the far end.
 #
 # make:   a fresh directory under the user's cache (~/.cache/sleuth/overlays/NAME) holding
@@ -24,15 +25,11 @@ UNREACHABLE = re.compile(
 MARKER = ".sleuth-overlay"
 emit = globals()["emit"]  # the prelude's
 params = globals()["params"]
+cache_folder = globals()["cache_folder"]  # the helper part's (common.py), which the prelude gives a probe
 
 
 def root():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "sleuth", "overlays")
-
-
-def canonical(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return cache_folder("overlays")
 
 
 def in_environment(name):
