@@ -279,7 +279,8 @@ def test_forked_probes_start_with_torch_already_imported():
     assert warmed["warm"][-1] == "torch" and not warmed["failed"]
     assert fresh.records[0]["was"] is False and fresh.via.endswith("(fresh)")
     assert forked.records[0]["was"] is True and forked.via.endswith("(fork)")
-    assert json.dumps(forked.records[0])  # plain data came back
+    record = forked.records[0]
+    assert json.loads(json.dumps(record)) == record and isinstance(record["version"], str), record  # plain data came back
 
 
 def test_a_local_agent_run_gets_this_process_environment_as_it_is_now(monkeypatch):

@@ -28,7 +28,7 @@ async def _the_ui_shows_the_known_issue(directory: Path) -> None:
         detail = text_of(app, "#detail")
         assert re.search(r"known:    pytorch#126024 torch \S+ in <2\.14,>=2\.0 · fixed in 2\.14\.0 · "
                          r"matched by #2 on local \(its signature in the output\)", detail), detail
-        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
+        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList).options]
         assert any("ⓚ #2 pytorch#126024" in t for t in timeline), timeline
 
 

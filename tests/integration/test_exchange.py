@@ -77,8 +77,8 @@ def test_postmortem_of_a_recorded_session_has_every_section(hunt: Path):
 
     [block] = mermaid_blocks(md)
     assert_valid_flowchart(block)
-    assert any(line.startswith('    H_compile_race["compile race<br/>confirmed') and line.endswith(":::confirmed") for line in block)
-    assert any(line.startswith("    H_version_drift[") and line.endswith(":::refuted") for line in block)
+    assert any(line.startswith('    H_compile_race["compile race<br/>confirmed') and line.endswith(":::confirmed") for line in block), block
+    assert any(line.startswith("    H_version_drift[") and line.endswith(":::refuted") for line in block), block
     assert "    A1 -->|addresses| H_compile_race" in block
 
     timeline = section("Timeline")
@@ -167,7 +167,7 @@ def test_cast_of_one_run_plays_in_order(hunt: Path):
     header, *events = [json.loads(line) for line in cast.splitlines()]
     assert header["version"] == 3 and header["term"]["cols"] > 0 and header["term"]["rows"] > 0
     assert isinstance(header["timestamp"], int) and "run #1" in header["title"]
-    assert all(isinstance(e, list) and len(e) == 3 and e[0] >= 0 for e in events)  # intervals, never negative
+    assert all(isinstance(e, list) and len(e) == 3 and e[0] >= 0 for e in events), events  # intervals, never negative
     codes = [e[1] for e in events]
     assert set(codes) <= {"o", "m", "x"} and codes[-2:] == ["m", "x"] and events[-1][2] == "0"
     played = "".join(e[2] for e in events if e[1] == "o")

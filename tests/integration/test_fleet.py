@@ -76,7 +76,7 @@ def test_four_members_over_ssh_the_odd_one_named_and_a_dead_one_is_transport(tmp
     evidence = [e["data"] for e in events if e["kind"] == "evidence.recorded" and e["data"]["rule"] == "fleet: members disagree"]
     assert len(evidence) == 1 and evidence[0]["run"] == comp["runs"]["node3"] and evidence[0]["fields"]["member"] == "node3"
     assert "sleuth-demo-pkg 2.0 (3 of 4: 1.0)" in evidence[0]["fields"]["differs"]
-    assert not any(e["data"]["run"] == dead for e in events if e["kind"] == "evidence.recorded")
+    assert not any(e["data"]["run"] == dead for e in events if e["kind"] == "evidence.recorded"), events
     # in words, for a person
     text = sleuth(d, "events").stdout
     assert "fleet nodes: 5 members" in text and "node3 differs" in text
@@ -329,7 +329,7 @@ async def test_the_ui_runs_a_probe_on_a_fleet_and_shows_the_matrix(tmp_path, mem
         assert len(st.runs) == 4 and {r.target for r in st.runs.values()} == {"node1", "node2", "node3", "node4"}
         timeline = app.screen.query_one("#timeline", OptionList)
         lines = [str(timeline.get_option_at_index(i).prompt) for i in range(timeline.option_count)]
-        assert any("⊞ fleet nodes · env-fingerprint" in line and "node3" in line for line in lines)
+        assert any("⊞ fleet nodes · env-fingerprint" in line and "node3" in line for line in lines), lines
         await pilot.press("m")  # the matrix again, from anywhere
         await pilot.pause()
         assert isinstance(app.screen, FleetMatrix)
@@ -342,7 +342,7 @@ async def test_the_ui_runs_a_probe_on_a_fleet_and_shows_the_matrix(tmp_path, mem
         dialog = app.screen
         body = str(dialog.query_one("#dialog-body").render())
         assert "4 of 4 members are in the same state as at their last env-fingerprint" in body
-        assert all(f"node{i}: as #" in body for i in range(1, 5))
+        assert all(f"node{i}: as #" in body for i in range(1, 5)), body
         await pilot.press("n")
         await settle(pilot, timeout=120)
         assert isinstance(app.screen, FleetMatrix)

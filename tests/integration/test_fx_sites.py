@@ -160,12 +160,12 @@ def test_the_hf_drafter_compiles_inside_transformers_and_falls_back_uncompiled(p
     # thread compiles, called uncompiled from the same file (compile_friendly_flex_attention)
     hf = [s for s in sites if s["file"].endswith("transformers/integrations/flex_attention.py")]
     assert hf and all(s["library"] == "transformers" and s["target"] == "flex_attention" for s in hf), sites
-    assert all(s["site"].startswith("transformers.integrations.flex_attention:") for s in hf)
+    assert all(s["site"].startswith("transformers.integrations.flex_attention:") for s in hf), hf
     # create_block_mask(_compile=True) compiles inside torch, reached from transformers' masking_utils
     masks = [s for s in sites if s["target"] == "create_block_mask"]
     assert masks and all(s["kind"] == "compile" and s["library"] == "torch" for s in masks), sites
-    assert all(s["file"].endswith("torch/nn/attention/flex_attention.py") for s in masks)
-    assert all((s["reached_from"] or "").startswith("transformers.masking_utils:") for s in masks)
+    assert all(s["file"].endswith("torch/nn/attention/flex_attention.py") for s in masks), masks
+    assert all((s["reached_from"] or "").startswith("transformers.masking_utils:") for s in masks), masks
     assert sum(s["compiles"] for s in masks) >= 1
     assert "create_block_mask is compiled at" in said or " and create_block_mask at" in said or \
         ", create_block_mask at" in said

@@ -26,7 +26,7 @@ def test_the_shipped_thread_safety_entry_applies_to_the_builds_that_still_have_t
         assert not entry.applies_to(version), version
     assert entry.seen_in(SEED_ERROR) and not entry.seen_in("CUDA out of memory")
     assert all(r["claim"] and r["source"] and r["on"] for r in entry.read) and len(entry.read) >= 3
-    assert any("CURRENT_PATCHER" in r["claim"] and "still open" in r["claim"] for r in entry.read)
+    assert any("CURRENT_PATCHER" in r["claim"] and "still open" in r["claim"] for r in entry.read), entry.read
     face = known["pytorch#184917"]  # 2.14's face, seen on 2.14.1 (the drafter's --race compile)
     tail = '  File ".../torch/fx/traceback.py", line 363, in annotate\n    del current_meta["custom"]\nKeyError: \'custom\''
     assert face.applies_to("2.14.1+cu130") and face.applies_to("2.13.0+cpu") and face.fixed_in is None
@@ -294,7 +294,7 @@ def test_a_secret_in_the_line_that_showed_a_signature_never_reaches_the_store(tm
     assert secret not in m["seen"] and m["seen"].startswith("LeakError: 3 handles (token ")
     inv.close()
     rows = sqlite3.connect(tmp_path / "s.sleuth").execute("SELECT data FROM events").fetchall()
-    assert not any(secret in r[0] for r in rows)
+    assert not any(secret in r[0] for r in rows), rows
 
 
 def test_a_shell_command_that_prints_the_signature_matches_against_the_versions_read_before_it(tmp_path: Path):
@@ -308,7 +308,7 @@ def test_a_shell_command_that_prints_the_signature_matches_against_the_versions_
     data = json.loads(sleuth(d, "probe", "run", "--shell", "echo 'LeakError: 3 handles' >&2", "--json").stdout)
     [m] = data["known"]
     assert (m["id"], m["measured"], m["seen"]) == ("acme/tools#1", v, "LeakError: 3 handles")
-    assert any("(versions: the state read just before the run)" in f["text"] for f in data["findings"])
+    assert any("(versions: the state read just before the run)" in f["text"] for f in data["findings"]), data["findings"]
     quiet = json.loads(sleuth(d, "probe", "run", "--shell", "echo fine", "--json").stdout)
     assert quiet["known"] == []
 

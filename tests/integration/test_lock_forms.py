@@ -19,7 +19,7 @@ MANIFEST = tomllib.loads((FORMS / "MANIFEST.toml").read_text())["form"]
 
 def test_the_manifest_covers_every_fixture_and_names_its_sources():
     assert sorted(f["file"] for f in MANIFEST) == sorted(p.name for p in FORMS.glob("*.py"))
-    assert all(f["learned_from"] for f in MANIFEST)
+    assert all(f["learned_from"] for f in MANIFEST), MANIFEST
 
 
 @pytest.mark.parametrize("form", MANIFEST, ids=lambda f: f["file"])
@@ -34,7 +34,7 @@ def test_each_form_is_locked_or_listed_and_reverts_exactly(tmp_path, form):
         assert line in after, (line, after)
     left = [f for f in plan.findings if f.get("left_unlocked")]
     assert len(left) == form["left"], left
-    assert all(f["line"] and f["what"] for f in left)  # file:line and why
+    assert all(f["line"] and f["what"] for f in left), left  # file:line and why
     record = apply_plan(plan)
     compile(path.read_bytes(), str(path), "exec")  # the remedied file parses
     again = preview("lock", path)

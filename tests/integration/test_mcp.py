@@ -24,6 +24,7 @@ from sleuth.app.mcp_server import build_server
 from sleuth.sessions import Investigation, Workspace
 from support.cli import SLEUTH, sleuth
 from support.mcp import AGENT, answer, error_of
+from support.pilot import record_notifications
 from support.ui_sessions import make_workspace
 
 # The seed's first failure, as a script: HuggingFace-style config dump (7,000 lines), the
@@ -73,7 +74,7 @@ async def test_the_seed_diagnostic_after_a_7000_line_dump_is_in_the_bounded_answ
         assert out["left_out"] == 7305 - len(shown) and out["left_out"] > 7000
         gaps = [item for item in out["lines"] if "omitted" in item]
         assert sum(g["count"] for g in gaps) == out["left_out"]
-        assert any("6,998 lines of JSON/config: Qwen3Config {" in f for g in gaps for f in g.get("folds", []))
+        assert any("6,998 lines of JSON/config: Qwen3Config {" in f for g in gaps for f in g.get("folds", [])), gaps
         assert "run_output" in out["read_more"]
         run = data["run_id"]
 
@@ -252,11 +253,11 @@ async def test_every_tool_through_the_sdk_client(project, transport, monkeypatch
                                                              "reason": "the driver was reloaded by hand",
                                                              "params": {"import_torch": False}}))
         assert forced["forced_because"] == "the driver was reloaded by hand"
-        assert any("run anyway: the driver was reloaded by hand" in f["message"] for f in forced["flags"])
+        assert any("run anyway: the driver was reloaded by hand" in f["message"] for f in forced["flags"]), forced["flags"]
         with current(project) as inv:
             runs = inv.state.runs
             assert len(runs) == 2  # the refused ones never ran
-            assert any(f.kind == "circular-retest" and f.run is None for f in inv.state.flags)  # the declined one
+            assert any(f.kind == "circular-retest" and f.run is None for f in inv.state.flags), inv.state.flags  # the declined one
 
         answer(await client.call_tool("baseline", {"run": first["run_id"]}))
         noted = answer(await client.call_tool("note", {"text": "fingerprint matches the 2.13 box", "about": "cache-wiped"}))
@@ -290,7 +291,7 @@ async def test_every_tool_through_the_sdk_client(project, transport, monkeypatch
         mine = [e for e in evs["events"] if e["by"] == "mcp:pytest-agent"]
         kinds = {e["kind"] for e in mine}
         assert {"symptom.added", "note.added", "run.started", "run.finished", "flag.raised", "remedy.applied"} <= kinds
-        assert any("the driver was reloaded by hand" in e["said"] for e in mine)
+        assert any("the driver was reloaded by hand" in e["said"] for e in mine), mine
         assert "unknown probe" in error_of(await client.call_tool("probe_run", {"probe": "no-such"}))
         assert "exactly one of" in error_of(await client.call_tool("probe_run", {}))
         # the secret the command prints is redacted on its way into the store: no answer has it
@@ -305,7 +306,7 @@ async def test_every_tool_through_the_sdk_client(project, transport, monkeypatch
     # the postmortem says who did what
     md = sleuth(project, "export", "--format", "markdown").stdout
     assert "| mcp:pytest-agent |" in md and "note | mcp:pytest-agent |" not in md
-    assert any("fingerprint matches the 2.13 box" in row and "mcp:pytest-agent" in row for row in md.splitlines())
+    assert any("fingerprint matches the 2.13 box" in row and "mcp:pytest-agent" in row for row in md.splitlines()), md.splitlines()
 
 
 @pytest.mark.slow
@@ -423,6 +424,7 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
                              f"{ {r: i.classification for r, i in screen.state.runs.items()} }, output "
                              f"{screen.run_pane.view.visible_text()[:5]}"[:600])
 
+    said = record_notifications(app)
     async with app.run_test(size=(140, 48)) as pilot:
         async with Client(params, client_info=Implementation(name="other-agent", version="0")) as client:
             answer(await client.call_tool("note", {"text": "written by the agent"}))
@@ -446,11 +448,10 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             # (the server reads the target's state first: a fresh interpreter, slow on a loaded machine)
             await until(lambda: any("first-line-now" in line for line in app.screen.run_pane.view.visible_text()), 20)
             assert not slow.done()
-            assert not any("second-line-later" in line for line in app.screen.run_pane.view.visible_text())
+            assert not any("second-line-later" in line for line in app.screen.run_pane.view.visible_text()), app.screen.run_pane.view.visible_text()
             done = answer(await slow)
             # a run another writer finished is said, with who ran it
-            await until(lambda: any(f"#{done['run_id']} shell by mcp:other-agent: completed" in str(n.message)
-                                    for n in app._notifications))
+            await until(lambda: any(f"#{done['run_id']} shell by mcp:other-agent: completed" in m for m in said))
             # the long call said it was alive while it ran, in words
             assert any(f"run #{done['run_id']}: 1 line so far" in m for m in progress), progress
             await until(lambda: any("second-line-later" in line for line in app.screen.run_pane.view.visible_text()))
@@ -528,7 +529,7 @@ async def test_a_fleet_through_mcp_compares_its_members_and_reruns_none_in_the_s
         first = answer(await client.call_tool("probe_run", args))
         assert first["members"] == ["a", "b"] and set(first["runs"]) == {"a", "b"}
         assert "agree" in first["headline"] or "same" in first["headline"], first["headline"]
-        assert all(a["classification"] == "completed" for a in first["answers"].values())
+        assert all(a["classification"] == "completed" for a in first["answers"].values()), first["answers"].values()
         again = answer(await client.call_tool("probe_run", args))
         assert set(again["not_run_again"]) == {"a", "b"} and not again["runs"]
         assert "shell" in error_of(await client.call_tool("probe_run", {"shell": "true", "target": "nodes"}))

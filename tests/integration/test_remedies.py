@@ -88,7 +88,7 @@ def test_tracing_sites_and_transformers_wrapper():
         "return _sleuth_serialized(compile_friendly_flex_attention)(x, x, x)",
     ):
         assert line in new
-    assert all(f.handled for f in found)
+    assert all(f.handled for f in found), found
 
 
 def test_unhandled_form_is_reported_not_half_fixed(tmp_path):
@@ -117,7 +117,7 @@ def test_processes_are_said_to_need_no_lock():
             mp.spawn(worker, nprocs=4)
         """
     )
-    assert any("processes, not threads" in f.what for f in found)
+    assert any("processes, not threads" in f.what for f in found), found
 
 
 def test_apply_is_atomic_idempotent_and_revert_is_byte_identical(tmp_path):

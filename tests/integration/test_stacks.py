@@ -103,8 +103,8 @@ async def _ui_marks_the_odd_rank(d: Path) -> None:
         await pilot.pause()
         from textual.widgets import OptionList
 
-        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
-        assert any("#1 stacks" in t and f"⧗ mismatch: rank 2 waits in log_loss at hang_job.py:{LOG_LOSS}" in t for t in timeline)
+        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList).options]
+        assert any("#1 stacks" in t and f"⧗ mismatch: rank 2 waits in log_loss at hang_job.py:{LOG_LOSS}" in t for t in timeline), timeline
         pinned = text_of(app, "#pinned")
         assert f"rank 2 waits in log_loss at hang_job.py:{LOG_LOSS} (all_reduce)" in pinned
         import re
@@ -144,7 +144,7 @@ def test_stacks_of_a_real_gloo_job_on_the_local_target(tmp_path: Path, job, faul
     ranks = [r for r in data["records"] if r["kind"] == "rank"]
     assert sorted(int(r["rank"]) for r in ranks) == [0, 1, 2, 3]
     assert {int(r["rank"]): r["pid"] for r in ranks} == j.pids  # the ranks, not the launcher or sleuth
-    assert all(isinstance(r["samples"][0], list) and r["samples"][0] for r in ranks)  # every thread's stack
+    assert all(isinstance(r["samples"][0], list) and r["samples"][0] for r in ranks), ranks  # every thread's stack
     v = verdicts(data)
     said = [f["text"] for f in data["findings"] if f["kind"] == "hang"]
     job_py = str(JOB)
@@ -343,7 +343,7 @@ def test_a_job_started_with_the_hook_gives_its_stacks_without_ptrace_and_an_unho
         time.sleep(5.0)  # past step 3
         ranks = {int(p.name[4:]): int(p.read_text()) for p in pids.iterdir()}
         dumps = cache / "sleuth" / "hook" / "dumps"
-        assert all((dumps / f"hooked-{pid}").is_file() for pid in ranks.values())
+        assert all((dumps / f"hooked-{pid}").is_file() for pid in ranks.values()), ranks.values()
         data = run_stacks(d, "--target", "mine", "--param", "via=hook")
         found = result(data)
         assert (found["sampled"], found["py_spy"], found["verdict"]) == (4, None, "mismatch"), found["sentences"]
@@ -354,9 +354,9 @@ def test_a_job_started_with_the_hook_gives_its_stacks_without_ptrace_and_an_unho
         assert any(t.startswith("flight recorder: ranks 0, 1, 3 are in gloo:all_reduce #4 on group 0 (default_pg), "
                                 "which rank 2 has not entered (its last there: #3); rank 2 waits in gloo:all_reduce "
                                 "#1 on group 1") for t in found["sentences"]), found["sentences"]
-        assert all("sleuth-flight-recorder" not in r["threads"] for r in found["per_rank"])
+        assert all("sleuth-flight-recorder" not in r["threads"] for r in found["per_rank"]), found["per_rank"]
         assert all("Current thread" in (dumps / f"stacks-{pid}.txt").read_text() or
-                   "Thread 0x" in (dumps / f"stacks-{pid}.txt").read_text() for pid in ranks.values())
+                   "Thread 0x" in (dumps / f"stacks-{pid}.txt").read_text() for pid in ranks.values()), ranks.values()
         other = job("mismatch")  # started without the hook
         alone = run_stacks(d, "--target", "mine", "--param", "via=hook", "--param",
                            "pid=" + ",".join(map(str, other.pids.values())))
@@ -421,7 +421,7 @@ def test_data_loader_workers_are_their_ranks_helpers_not_ranks(tmp_path: Path, j
     ranks = [r for r in data["records"] if r["kind"] == "rank"]
     assert {int(r["rank"]): r["pid"] for r in ranks} == j.pids
     assert len(found["helpers"]) == 8 and {h["rank"] for h in found["helpers"]} == {"0", "1", "2", "3"}
-    assert all(h["ppid"] == j.pids[int(h["rank"])] for h in found["helpers"])
+    assert all(h["ppid"] == j.pids[int(h["rank"])] for h in found["helpers"]), found["helpers"]
     assert found["verdict"] == "mismatch", found["sentences"]
     [odd] = found["odd_ranks"]
     assert (odd["rank"], odd["function"], odd["line"]) == ("rank 2", "log_loss", LOG_LOSS)
@@ -658,7 +658,7 @@ def test_a_lightning_job_has_its_launcher_as_rank_0_and_a_stopped_rank_is_the_on
     assert said.endswith("they wait for it") and said.count("under lightning's") >= 2, said
     waiting = {int(n) for group in re.findall(r"; ranks? ([\d, ]+) waits? in ", said) for n in group.split(", ")}
     assert waiting == {0, 1, 3}, said
-    assert all(r["framework"]["package"] == "lightning" for r in found["per_rank"])
+    assert all(r["framework"]["package"] == "lightning" for r in found["per_rank"]), found["per_rank"]
     assert v["hang"] == "supports" and v["collective-mismatch"] == "inconclusive", v
     os.kill(j.pids[2], signal.SIGCONT)
 

@@ -52,7 +52,7 @@ def test_demo_in_a_real_terminal(tmp_path: Path):
     )
     kinds = [e["kind"] for e in events]
     assert "run.finished" in kinds
-    assert any(e["kind"] == "note.added" and e["data"]["text"] == "caches are warm here" for e in events)
+    assert any(e["kind"] == "note.added" and e["data"]["text"] == "caches are warm here" for e in events), events
 
 
 @pytest.mark.slow

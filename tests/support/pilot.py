@@ -4,6 +4,7 @@ a widget's text, waiting until no worker is pending or running."""
 from __future__ import annotations
 
 from sleuth.app.tui import SleuthApp
+from textual.app import App
 from textual.widgets import Static, Tree
 
 SIZE = (140, 48)
@@ -52,3 +53,17 @@ async def settle(pilot, timeout: float = 120.0) -> None:
         assert time.monotonic() < end, "workers still running"
         await pilot.pause(0.05)
     await pilot.pause()
+
+
+def record_notifications(app: App) -> list[str]:
+    """What *app* notifies from now on (App.notify's message), in order: the list fills as the
+    app, its screens and widgets call notify."""
+    said: list[str] = []
+    notify = app.notify
+
+    def recording(message, *args, **kwargs):
+        said.append(str(message))
+        return notify(message, *args, **kwargs)
+
+    app.notify = recording
+    return said

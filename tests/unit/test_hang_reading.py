@@ -376,7 +376,7 @@ def test_a_stopped_rank_among_the_same_python_frames_is_the_odd_one():
         recs.append(rank)
     found = analyze_stacks(recs)
     assert found["verdict"] == "stopped" and [o["rank"] for o in found["odd_ranks"]] == ["rank 2"]
-    assert not any("the same place everywhere" in s for s in found["sentences"])
+    assert not any("the same place everywhere" in s for s in found["sentences"]), found["sentences"]
     traced = {**recs[2], "tracer": 4242, "tracer_comm": "gdb"}
     traced["states"] = {"t": 60}
     found = analyze_stacks(recs[:2] + [traced] + recs[3:])

@@ -30,7 +30,7 @@ def test_verdicts_for_a_run_are_its_evidence_in_judging_order(inv):
     verdicts = inv.state.verdicts_for(race)
     assert [str(e) for e in verdicts] == ["supports compile-race", "supports concurrent-fx-trace"]
     assert all(isinstance(e, Evidence) and e.run == race and e.state_key == inv.state.runs[race].state_key
-               for e in verdicts)
+               for e in verdicts), verdicts
     assert [str(e) for e in inv.state.verdicts_for(fp)] == ["inconclusive version-drift"]
     assert inv.state.verdicts_for(99) == []
     assert [r.id for r in inv.state.supporting_runs("compile-race")] == [race]

@@ -172,7 +172,7 @@ def test_a_lock_applied_where_the_race_never_failed_verifies_nothing(inv):
     assert inv.state.verified_by(after) == [line]
     assert line in str(run_label(inv.state, after))
     assert any("nothing to verify" in str(row) and "fixed" not in str(row).replace("nothing", "")
-               for _ts, row, run, _f in timeline_rows(inv.state) if run == after)
+               for _ts, row, run, _f in timeline_rows(inv.state) if run == after), timeline_rows(inv.state)
     md = inv.to_markdown()
     assert "Fix: the **lock**" not in md and "nothing to verify: the failure was not seen before (0 of 3)" in md
 

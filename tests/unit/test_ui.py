@@ -10,7 +10,7 @@ import pytest
 from sleuth.app.tui import OutputView, SleuthApp
 from sleuth.app.tui.dialogs import ConfirmDialog, RemedyDialog, RetestDialog
 from sleuth.sessions import Investigation
-from support.pilot import SIZE, node_for, select, settle, text_of
+from support.pilot import SIZE, node_for, record_notifications, select, settle, text_of
 from support.ui_sessions import make_workspace, recorded_hunt
 from textual.widgets import Input, OptionList, Static
 
@@ -39,7 +39,7 @@ async def test_run_a_probe_see_output_and_classification_then_the_retest_questio
         assert "RUN #1 cache-inventory on local" in header and "completed" in header
         assert "▸ result" in text_of(app, "#pinned")
         shown = app.screen.query_one(OutputView).visible_text()
-        assert any(line.startswith("⟨record⟩ ") and '"kind": "result"' in line for line in shown)
+        assert any(line.startswith("⟨record⟩ ") and '"kind": "result"' in line for line in shown), shown
         timeline = app.screen.query_one("#timeline", OptionList)
         rows = [str(timeline.get_option_at_index(i).prompt) for i in range(timeline.option_count)]
         # the run's row (a known-issue row may follow it: caches written by another torch match pytorch#101027)
@@ -102,7 +102,7 @@ async def test_search_finds_a_line_in_a_100000_line_run(ws):
         await pilot.pause()
         number, _ = view.outline.at_row(view.cursor)
         assert number == 98_765
-        assert any("line 098765 needle" in line for line in view.visible_text())
+        assert any("line 098765 needle" in line for line in view.visible_text()), view.visible_text()
         # n wraps to the same, only hit; N goes back to it too
         await pilot.press("n")
         await settle(pilot)
@@ -156,7 +156,7 @@ async def test_remedy_preview_shows_the_diff_and_apply_changes_file_and_graph(ws
         [application] = app.inv.state.applications.values()
         assert application.remedy == "lock" and application.hypothesis == "compile-race" and application.active
         assert "applied #1" in str(node_for(app, "remedy", "lock", "compile-race").label)
-        assert any("remedy lock #1 applied" in str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options)
+        assert any("remedy lock #1 applied" in str(o.prompt) for o in app.screen.query_one("#timeline", OptionList).options), app.screen.query_one("#timeline", OptionList).options
         # and back: f on the applied remedy offers revert
         await select(pilot, "remedy", "lock", "compile-race")
         await pilot.press("f")
@@ -202,7 +202,7 @@ async def test_replay_at_event_k_shows_the_graph_of_the_first_k_events(tmp_path:
             label = str(node_for(app, "hypothesis", "version-drift").label)
             assert ("✗" in label) == (then.state.status("version-drift") == "refuted")
         assert f"event {k} of {total}" in text_of(app, "#scrubber")
-        assert not any(f.kind == "circular-retest" for f in screen.state.flags)
+        assert not any(f.kind == "circular-retest" for f in screen.state.flags), screen.state.flags
         await pilot.press("]")
         await pilot.pause()
         assert screen.at == flags[0] and "⚑" in text_of(app, "#scrubber")
@@ -220,7 +220,7 @@ async def test_replay_at_event_k_shows_the_graph_of_the_first_k_events(tmp_path:
         await pilot.pause()
         assert screen.at == total and screen.shown_run == max(screen.state.runs)
         # read-only: no run, remedy or add keys; r does nothing to the file
-        keys = set(screen._bindings.key_to_bindings)
+        keys = set(screen.active_bindings)
         assert not keys & {"r", "x", "f", "a", "t", "b"} and {"left", "right", "left_square_bracket"} <= keys
         await pilot.press("r")
         with Investigation.replay(path) as after:
@@ -317,6 +317,7 @@ def _tree_with_lock_applied(ws) -> tuple[dict[Path, bytes], int]:
 async def _revert_in_the_ui(ws) -> tuple[bool, list[str]]:
     """f on the applied lock, then v: (is the application still active, what was notified)."""
     app = SleuthApp.live(ws)
+    said = record_notifications(app)
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, "remedy", "lock", "compile-race")
         await pilot.press("f")
@@ -325,7 +326,7 @@ async def _revert_in_the_ui(ws) -> tuple[bool, list[str]]:
         await pilot.press("v")
         await settle(pilot)
         [application] = app.inv.state.applications.values()
-        return application.active, [n.message for n in app._notifications]
+        return application.active, said
 
 
 async def test_revert_from_the_ui_puts_back_every_file_of_a_tree_application(ws):
@@ -371,6 +372,6 @@ async def test_a_known_upstream_issue_shows_in_the_hypothesis_the_run_and_the_ti
                 "local (its signature in the output)") in detail
         assert "https://github.com/pytorch/pytorch/issues/126024" in detail
         assert "ⓚ pytorch#126024" in str(node_for(app, "hypothesis", "compile-race").label)
-        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList)._options]
+        timeline = [str(o.prompt) for o in app.screen.query_one("#timeline", OptionList).options]
         assert any("ⓚ #1 pytorch#126024 torch 2.11.0+cu128 in <2.14,>=2.0: torch.compile is not thread-safe" in t
                    for t in timeline), timeline

@@ -91,7 +91,7 @@ async def test_replay_output_follows_the_scrubber_after_a_flag_jump_and_end(tmp_
         for _ in range(screen.at):
             await pilot.press("left")
             scrub = text_of(app, "#scrubber")
-            assert not any(kind in scrub for kind in ("application.verified", "run.finished", "evidence.recorded"))
+            assert not any(kind in scrub for kind in ("application.verified", "run.finished", "evidence.recorded")), scrub
         assert screen.at == 0 and screen.shown_run is None
 
 
@@ -246,7 +246,7 @@ async def test_an_applied_remedy_offers_revert_not_a_dead_apply(tmp_path: Path):
         assert model.read_bytes() == original
         # and revert is in the command palette while it is applied
         names = [name for name, _help, _cb in app.screen.selection_commands()]
-        assert any(n.startswith("Preview remedy lock") for n in names)
+        assert any(n.startswith("Preview remedy lock") for n in names), names
 
 
 async def test_r_does_what_the_next_step_says(tmp_path: Path):
@@ -440,8 +440,6 @@ async def test_the_remedy_diff_scrolls_by_keyboard_and_question_mark_works_in_ev
 async def test_notifications_never_cover_the_timeline_and_the_keys_fit_at_80_by_24(tmp_path: Path):
     """Issue 25 (7): a toast stands above the timeline, not on it, and goes within 4 s; the
     ? panel fits the screen at 120×35 and at 80×24."""
-    from textual.widgets._toast import Toast
-
     ws = make_workspace(tmp_path / "proj")
     path = recorded_hunt(ws.dir / "hunt.sleuth")
     for size in ((120, 35), (80, 24)):
@@ -451,7 +449,7 @@ async def test_notifications_never_cover_the_timeline_and_the_keys_fit_at_80_by_
             app.notify("and another", severity="warning")
             await pilot.pause(0.3)
             timeline = app.screen.query_one("#timeline").region
-            toasts = list(app.screen.query(Toast))
+            toasts = list(app.screen.query("Toast"))  # Textual's toast widget, by its type name
             assert toasts, "the notifications are shown"
             for toast in toasts:
                 assert not toast.region.overlaps(timeline), (size, toast.region, timeline)
