@@ -9,12 +9,13 @@ import json
 import sys
 from pathlib import Path
 
-from ..hypotheses.known import applying, load_known, version_of
+from ..hypotheses.known import load_known, version_of
 from ..probes import load_config
 from ..sessions import Workspace, measure_state
+from ..sessions.known_issues import known_rows
 from .errors import UsageError
 
-__all__ = ["cmd_known", "cmd_upgrade", "known_rows"]
+__all__ = ["cmd_known", "cmd_upgrade"]
 
 
 def cmd_known(args: argparse.Namespace) -> int:
@@ -54,53 +55,6 @@ def cmd_known(args: argparse.Namespace) -> int:
             print(f"  said of a run whose output shows: {' or '.join(r['signature'])}")
         print(f"  {r['source']}")
     return 0
-
-
-def known_rows(ws: Workspace, entries: dict, target: str, versions: dict) -> list[dict]:
-    """The entries that apply to *versions* (measured on *target* now), each with what this
-    session measured of its fix there (`sleuth known --json`'s rows; the MCP tool's too)."""
-    rows = [{**e.to_dict(), "target": target, "measured": version_of(versions, e.package)}
-            for e in applying(entries, versions)]
-    measured_here = _measured_here(ws, target)
-    for r in rows:
-        r["measured_here"] = measured_here.get(r["id"], [])
-    return rows
-
-
-def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:
-    """What the current session measured of each entry's fix on *target*: "fixed here by
-    upgrade #2 (torch 2.14.1+cu130 imported), run #7: weak: 5 clean trials would make it strong"."""
-    from ..sessions.overlay import describe_contents
-
-    path = ws.current_path()
-    if path is None or not path.exists():
-        return {}
-    out: dict[str, list[str]] = {}
-    with ws.open(path) as inv:
-        for app in inv.state.applications.values():
-            ov = app.overlay
-            if ov is None or app.target != target:
-                continue
-            grouped: dict[tuple[str, str], list[str]] = {}  # one line per run and finding, hypotheses together
-            for v in app.verifications:
-                imported = v.get("imported") or ov["version"]
-                how = v.get("strength") or ("strong" if v.get("strong", True) else "weak")
-                if v["outcome"] == "fixed":
-                    word = "fixed here" if v.get("strong", True) else "fixed here, weak"
-                elif v["outcome"] == "not_fixed":
-                    word = "not fixed here"
-                else:
-                    word = "nothing verified here"
-                held = describe_contents(ov, short=True)
-                head = (f"{word} by upgrade #{app.id} ({ov['package']} {imported} imported"
-                        f"{'; the overlay: ' + held if held else ''}"
-                        f"{'' if app.active else ', reverted since'}), run #{v['run']}")
-                names = grouped.setdefault((head, how), [])
-                if v.get("hypothesis") and v["hypothesis"] not in names:
-                    names.append(v["hypothesis"])
-            for (head, how), names in grouped.items():
-                out.setdefault(ov["issue"], []).append(f"{head}{' for ' + ', '.join(names) if names else ''}: {how}")
-    return out
 
 
 def _verifier(inv, args: argparse.Namespace, target, entry_id: str):

@@ -11,26 +11,23 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from ..probes import Config, Target, load_config
+from ..probes import load_config
 from ..probes.remedies import INSTALLED_FLAG, REMEDIES, RemedyPlan
-from ..sessions import (
-    RemedyError,
-    TreePlan,
-    Workspace,
-    apply_remedy,
-    apply_tree,
-    plan_remedy,
-    plan_tree,
-    revert_remedy,
-    revert_tree,
+from ..sessions import RemedyError, TreePlan, Workspace
+from ..sessions.remedy_use import (
+    apply_plan,
+    installed_changed,
+    installed_restored,
+    one_line,
+    plan_at,
+    remedy_path,
+    revert_at,
 )
 from .errors import UsageError
 
-__all__ = ["MCP_INSTALLED", "cmd_apply", "cmd_list", "cmd_preview", "cmd_revert", "for_mcp", "one_line"]
+__all__ = ["MCP_INSTALLED", "cmd_apply", "cmd_list", "cmd_preview", "cmd_revert", "for_mcp"]
 
 MCP_INSTALLED = "into_installed_package=true"  # the MCP tools' word for --into-installed-package
 
@@ -38,21 +35,6 @@ MCP_INSTALLED = "into_installed_package=true"  # the MCP tools' word for --into-
 def for_mcp(text: str) -> str:
     """A sentence of the CLI's as the MCP tools say it (their argument, not the CLI's flag)."""
     return text.replace(INSTALLED_FLAG, MCP_INSTALLED)
-
-
-@contextmanager
-def one_line(path: str | None) -> Iterator[None]:
-    """Whatever a path makes the standard library raise (a NUL byte, a name that cannot be
-    encoded, a folder that cannot be listed) as a RemedyError of one line that names it."""
-    where = f"{path if path is not None else 'the code tree'!s:.300}"
-    try:
-        yield
-    except OSError as exc:  # the file the system named, else the path given
-        where = f"{exc.filename}" if exc.filename is not None else where
-        raise RemedyError(f"{where}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # a NUL byte, a name that cannot be encoded, a path that is not one
-        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise RemedyError(f"{where}: not a usable path ({what})") from None
 
 
 def _installed_sentences(plans: list[RemedyPlan]) -> list[str]:
@@ -119,31 +101,6 @@ def _show(plan: RemedyPlan | TreePlan, as_json: bool) -> None:
                   f"{INSTALLED_FLAG}")
 
 
-def _where(ws: Workspace, target: Target, path: str | None) -> str:
-    """PATH as given, or the target's code tree (code.local, or code.remote on a target)."""
-    if path:
-        return path
-    code = target.code_local if target.is_local else (target.code_remote or target.workdir)
-    if not code:
-        raise UsageError(f"give a PATH: target {target.name} has no code tree (code = {{ local = … }} in sleuth.toml)")
-    return code
-
-
-def _is_tree(target: Target, path: str) -> bool:
-    """A folder: here, asked of the disk; on a target, any PATH that is not a .py file."""
-    return Path(path).is_dir() if target.is_local else not path.endswith(".py")
-
-
-def _plan(inv, args: argparse.Namespace, target: Target, path: str, config: Config):
-    # shapes: --shapes FILE, else [remedies.precompile] shapes in sleuth.toml, else the last fx-trace-state run
-    shapes = _shapes(args)
-    if shapes is None:
-        shapes = config.remedy_params.get(args.name, {}).get("shapes")
-    if _is_tree(target, path):
-        return plan_tree(inv, args.name, path, target, shapes)
-    return plan_remedy(inv, args.name, path, target, shapes)
-
-
 def _known_remedy(name: str) -> None:
     if name not in REMEDIES:
         raise UsageError(f"unknown remedy {name!r}; remedies: {', '.join(sorted(REMEDIES))} (sleuth remedy list)")
@@ -154,23 +111,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
     ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
-    path = _where(ws, target, args.path)
+    path = remedy_path(ws, target, args.path)
     with ws.open(args.session) as inv, one_line(path):
-        plan = _plan(inv, args, target, path, config)
+        plan = plan_at(inv, args.name, target, path, config, _shapes(args))
         _show(plan, args.json)
     return 2 if plan.blocked else 0
-
-
-def installed_changed(records: list[dict], revert_with: str) -> list[str]:
-    """What an apply says of each installed package it changed, and how to put it back."""
-    out = []
-    for r in records:
-        pkg = r.get("installed_package")
-        if pkg:
-            out.append(f"changed the installed package {pkg['package']} ({pkg['folder']}): {pkg['relative']} — every "
-                       f"program of that environment runs the changed code, and a reinstall of {pkg['package']} drops "
-                       f"it; put the original bytes back with: {revert_with}")
-    return out
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -178,19 +123,15 @@ def cmd_apply(args: argparse.Namespace) -> int:
     ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
-    path = _where(ws, target, args.path)
+    path = remedy_path(ws, target, args.path)
     into = bool(getattr(args, "into_installed_package", False))
     with ws.open(args.session) as inv, one_line(path):
-        plan = _plan(inv, args, target, path, config)
+        plan = plan_at(inv, args.name, target, path, config, _shapes(args))
         if plan.blocked:
             _show(plan, False)
             raise RemedyError(f"{args.name} not applied to {path}")
-        if isinstance(plan, TreePlan):
-            app = apply_tree(inv, plan, target, args.hypothesis, into_installed_package=into)
-            names = ", ".join(plan.relative(p) for p in plan.plans if p.changes)
-        else:
-            app = apply_remedy(inv, plan, target, args.hypothesis, into_installed_package=into)
-            names = path
+        app = apply_plan(inv, plan, target, args.hypothesis, into_installed_package=into)
+        names = ", ".join(plan.relative(p) for p in plan.plans if p.changes) if isinstance(plan, TreePlan) else path
         revert_with = f"sleuth remedy revert {path}" + (f" --target {target.name}" if not target.is_local else "")
         if app is None:
             print(f"{path}: {args.name} is already applied; nothing changed")
@@ -207,22 +148,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return 0
 
 
-def installed_restored(records: list[dict]) -> list[str]:
-    """What a revert says of each installed package it put back."""
-    pkgs = dict.fromkeys(f"{r['installed_package']['package']} ({r['installed_package']['folder']})"
-                         for r in records if r.get("installed_package"))
-    return [f"the installed package {pkg} is as it was installed again" for pkg in pkgs]
-
-
 def cmd_revert(args: argparse.Namespace) -> int:
     ws = Workspace.find()
     target = load_config(ws.config_path).target(args.target)
-    path = _where(ws, target, args.path)
+    path = remedy_path(ws, target, args.path)
     with ws.open(args.session) as inv, one_line(path):
-        if _is_tree(target, path):
-            app = revert_tree(inv, path, target)
-        else:
-            app = revert_remedy(inv, path, target)
+        app = revert_at(inv, target, path)
         records = inv.state.applications[app].files
         files = len(records)
         print(f"reverted application #{app} on {path}: the original bytes of its {files} file{'s' * (files != 1)} are back")

@@ -23,6 +23,7 @@ from ..sessions import (
     run_cast,
     write_postmortem,
 )
+from ..sessions.paging import matching_lines
 from .errors import UsageError
 from .timeline import event_sentence
 
@@ -260,24 +261,18 @@ def cmd_output(args: argparse.Namespace) -> int:
                     sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
             return 0
-        summary = store.output_summary(run)
-        total = summary["lines"][args.stream] if args.stream else sum(summary["lines"].values())
         out = sys.stdout
         matched = 0
         odd = 0
         owed = ""  # the newline a line without one is owed once another line follows it
-        for start in range(0, total, 10_000):
-            for ln in store.lines(run, start, 10_000, stream=args.stream):
-                text = ln.text.rstrip("\n")
-                if pattern is not None and not pattern.search(text):
-                    continue
-                matched += 1
-                odd += ln.raw is not None
-                out.write(owed + (f"{ln.number + 1}:" if args.line_numbers else "") + text)
-                owed = "\n"
-                if ln.newline or pattern is not None or args.line_numbers:
-                    out.write("\n")
-                    owed = ""
+        for ln in matching_lines(store, run, 0, args.stream, pattern):
+            matched += 1
+            odd += ln.raw is not None
+            out.write(owed + (f"{ln.number + 1}:" if args.line_numbers else "") + ln.text.rstrip("\n"))
+            owed = "\n"
+            if ln.newline or pattern is not None or args.line_numbers:
+                out.write("\n")
+                owed = ""
         out.flush()
     if odd:
         print(f"sleuth output: {odd} line{'s' * (odd != 1)} not UTF-8 (shown with U+FFFD): "
