@@ -72,7 +72,7 @@ def _compile_caches_per_worker() -> None:
 _compile_caches_per_worker()
 
 
-_TUI_MODULES = {"test_ui", "test_ui_keys", "test_snapshots", "test_tmux"}
+_TUI_MODULES = {"test_ui", "test_ui_keys", "test_ui_runs", "test_snapshots", "test_tmux"}
 _TORCH_MODULES = {"test_drafter_race", "test_demo", "test_lock_forms", "test_tmux"}
 
 

@@ -2,13 +2,10 @@
 dialog keeps what was typed when it is refused, replay output follows the scrubber,
 horizontal scroll resets, ? shows every key, dialogs show theirs and take arrows, the legend,
 an applied remedy offers Revert, r does what "next:" says, search counts its hits, wrap,
-the demo's guide at 120×35, re-running a shell run."""
+the demo's guide at 120×35 (re-running a shell run: tests/integration/test_ui_runs.py)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +16,7 @@ from sleuth.app.tui.widgets import HintBar
 from sleuth.sessions import Investigation
 from support.pilot import SIZE, node_for, select, settle, text_of
 from support.ui_sessions import _run, make_workspace, recorded_hunt
-from textual.widgets import Button, Input, OptionList, Static
-
-BIN = Path(shutil.which("sleuth") or Path(sys.executable).with_name("sleuth")).parent  # the installed sleuth (or conftest's)
+from textual.widgets import Button, Input, Static
 
 
 @pytest.mark.slow
@@ -333,33 +328,6 @@ async def test_the_demo_guide_advances_and_h_hides_it_at_120_by_35(tmp_path: Pat
         await pilot.press("h")
         await pilot.pause()
         assert not bar.has_class("-hidden")
-
-
-@pytest.mark.slow
-async def test_r_on_a_shell_run_runs_its_command_again(tmp_path: Path):
-    ws = make_workspace(tmp_path / "proj")
-    inv = ws.create("shell")
-    inv.close()
-    subprocess.run([BIN / "sleuth", "probe", "run", "--shell", "echo sleuth-shell-$((6*7))"], cwd=ws.root, check=True,
-                   capture_output=True, timeout=120)
-    app = SleuthApp.live(ws)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        screen = app.screen
-        assert [r.kind for r in screen.state.runs.values()] == ["shell"]
-        screen.selection = screen.selection.__class__("run", "1", run=1)
-        screen.update_detail()
-        assert "re-run #1's shell command: echo sleuth-shell-" in text_of(app, "#detail")
-        await pilot.press("r")
-        await settle(pilot)
-        if isinstance(app.screen, ConfirmDialog):  # the same command in the same state: asked
-            await pilot.press("y")
-            await settle(pilot)
-        runs = list(screen.state.runs.values())
-        assert len(runs) == 2 and runs[1].kind == "shell" and runs[1].params["cmd"] == runs[0].params["cmd"]
-        assert "sleuth-shell-42" in "\n".join(screen.query_one(OutputView).visible_text())
-        timeline = screen.query_one("#timeline", OptionList)
-        assert timeline.option_count >= 2
 
 
 @pytest.mark.slow
