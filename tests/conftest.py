@@ -1,4 +1,6 @@
-"""Shared helpers: a real session file in a temp dir and a way to record whole runs."""
+"""The fixtures every test folder shares (a real session file in a temp dir, make_project, the
+sshd and Slurm harnesses) and the markers set from what a test uses; helpers that are not
+fixtures are in tests/support/."""
 
 from __future__ import annotations
 
