@@ -23,7 +23,9 @@ from ..sessions import (
     run_fleet,
     run_probe,
 )
+from ..sessions.checks import Declined, run_resolved
 from ..sessions.findings import ENV_FINDINGS, known_env_line
+from ..sessions.runs import RunReport
 from .errors import UsageError
 from .outline import record_line
 from .timeline import run_changes, run_findings
@@ -108,23 +110,21 @@ def cmd_probe_run(args: argparse.Namespace) -> int:
         # through the broker's resident agent (kept between commands), unless --no-agent
         agents = None if args.no_agent else BrokerClient(ws.dir)
 
-        async def go(force: bool, check=None):
+        async def confirm(flag: CircularRetest) -> bool:
+            return _confirm(str(flag))
+
+        async def go() -> RunReport | Declined:
             try:
-                return await run_probe(inv, target, request, force=force, timeout=args.timeout, on_output=echo,
-                                       runner=agents, check=check, reason=args.reason if force else None)
+                return await run_resolved(inv, resolved, config, on_retest=confirm, request=request,
+                                          timeout=args.timeout, on_output=echo, runner=agents)
             finally:
                 if agents is not None:
                     await agents.close()
 
-        try:
-            report = asyncio.run(go(args.force))
-        except CircularRetest as flag:
-            if _confirm(str(flag)):
-                report = asyncio.run(go(True, flag.check))
-            else:
-                inv.decline_run(request.probe, request.params, target.name, flag.check)
-                print(f"sleuth: circular retest: {flag}; not run (pass --force to run it anyway)", file=sys.stderr)
-                return EXIT_RETEST
+        report = asyncio.run(go())
+        if isinstance(report, Declined):
+            print(f"sleuth: circular retest: {report.flag}; not run (pass --force to run it anyway)", file=sys.stderr)
+            return EXIT_RETEST
         if echo is not None:
             echo.finish(report.run)
         return _report(inv, report, args.json)
@@ -144,13 +144,7 @@ def _run_fleet(ws: Workspace, config, fleet, probe, params: dict, args: argparse
         comparison = report.comparison
         assert comparison is not None
         if args.json:
-            print(json.dumps({"fleet": fleet.name, "members": [m.name for m in report.members],
-                              "runs": {m: r.run for m, r in report.reports.items()}, "reused": report.reused,
-                              "comparison": comparison.to_dict(), "headline": comparison.headline(),
-                              "sentences": [s.sentence(len(comparison.runs)) for s in comparison.spreads],
-                              "evidence": [{"member": m, "run": r, "verdict": "supports", "hypothesis": "version-drift"}
-                                           for m, r in report.evidence],
-                              **({"hang": report.hang} if report.hang is not None else {})}, indent=2, default=str))
+            print(json.dumps(report.to_json(), indent=2, default=str))
         else:
             print(f"{fleet.name}: {len(report.members)} members ({fleet.fleet.describe()}) · {probe.id}")
             for member in report.members:

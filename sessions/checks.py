@@ -7,22 +7,27 @@ reason only with force (and, where the front end's policy says so, force only wi
 a fleet only with a probe; an unknown probe or a missing script said with what exists. The
 refusal is a :class:`CheckError`, one line, worded in the front end's own names for its inputs
 (``--force`` in the CLI, ``force`` in MCP), so the rule cannot drift between them.
-:func:`request_for_check` then builds the run request (a probe's required params checked there).
+:func:`request_for_check` then builds the run request (a probe's required params checked there),
+and :func:`run_resolved` runs it under the front end's retest policy: a run that would repeat
+an earlier one in the same measured state is put to *on_retest* (the CLI asks on a terminal and
+refuses elsewhere, MCP refuses with the earlier answer, the UI asks in a dialog); declined, it
+is recorded as declined and nothing runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..probes import ProbeDef, Target, builtin_probes, probe_from_file
-from .errors import SessionError
+from .errors import CircularRetest, SessionError
 from .investigation import Investigation
-from .runs import RunRequest, request_for_probe, request_for_shell
+from .runs import RunReport, RunRequest, request_for_probe, request_for_shell, run_probe
 
-__all__ = ["CheckAsk", "CheckError", "ResolvedCheck", "request_for_check", "resolve_check"]
+__all__ = ["CheckAsk", "CheckError", "Declined", "ResolvedCheck", "refuse", "request_for_check", "resolve_check",
+           "run_resolved"]
 
 
 class CheckError(SessionError):
@@ -115,3 +120,45 @@ def request_for_check(inv: Investigation, check: ResolvedCheck, config: Any) -> 
         return request_for_shell(check.ask.shell, hook=check.ask.hook, poll=check.ask.poll, sample=check.ask.sample)
     assert check.probe is not None
     return request_for_probe(inv, check.probe, check.target, config.params_for(check.probe.id, dict(check.ask.params)))
+
+
+@dataclass(frozen=True)
+class Declined:
+    """A circular retest the front end's policy declined: recorded as declined, nothing ran."""
+
+    flag: CircularRetest
+    request: RunRequest
+
+
+RetestPolicy = Callable[[CircularRetest], Awaitable[bool]]
+"""Asked when a run would repeat an earlier one in the same state: True runs it anyway."""
+
+
+async def refuse(_flag: CircularRetest) -> bool:
+    """The policy that never runs a circular retest (MCP; the CLI off a terminal)."""
+    return False
+
+
+async def run_resolved(
+    inv: Investigation,
+    check: ResolvedCheck,
+    config: Any,
+    *,
+    on_retest: RetestPolicy = refuse,
+    request: RunRequest | None = None,
+    **run: Any,
+) -> RunReport | Declined:
+    """Run a resolved check on its one target (not a fleet) and record it. The target's state
+    is read first; a circular retest is put to *on_retest* unless the ask was forced: declined,
+    it is recorded as declined and :class:`Declined` comes back; accepted, it runs forced in
+    the state just read. *request*: made already (else :func:`request_for_check`); *run*: the
+    rest of :func:`~sessions.runs.run_probe`'s keywords (runner, timeout, on_output, …)."""
+    if request is None:
+        request = request_for_check(inv, check, config)
+    try:
+        return await run_probe(inv, check.target, request, force=check.ask.force, reason=check.reason, **run)
+    except CircularRetest as flag:
+        if not await on_retest(flag):
+            inv.decline_run(request.probe, request.params, check.target.name, flag.check)
+            return Declined(flag, request)
+        return await run_probe(inv, check.target, request, force=True, check=flag.check, **run)

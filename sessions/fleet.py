@@ -40,6 +40,23 @@ class FleetReport:
     evidence: list[tuple[str, int]] = field(default_factory=list)  # (odd member, run) that support drift
     hang: dict[str, Any] | None = None  # a stacks fan-out: every member's ranks read together (hypotheses/hang/)
 
+    def to_json(self) -> dict[str, Any]:
+        """The fleet run as `sleuth probe run --json` prints it; the MCP answer is this plus
+        each member's run answer (``answers``) and ``not_run_again`` in words."""
+        comparison = self.comparison
+        out: dict[str, Any] = {
+            "fleet": self.fleet, "members": [m.name for m in self.members],
+            "runs": {m: r.run for m, r in self.reports.items()}, "reused": self.reused,
+            "comparison": comparison.to_dict() if comparison else None,
+            "headline": comparison.headline() if comparison else None,
+            "sentences": [s.sentence(len(comparison.runs)) for s in comparison.spreads] if comparison else [],
+            "evidence": [{"member": m, "run": r, "verdict": "supports", "hypothesis": "version-drift"}
+                         for m, r in self.evidence],
+        }
+        if self.hang is not None:
+            out["hang"] = self.hang
+        return out
+
 
 # ---------------------------------------------------------------- members
 

@@ -9,7 +9,8 @@ import base64
 import re
 from typing import Any
 
-from ...sessions import CheckAsk, CircularRetest, Investigation, request_for_check, resolve_check, run_fleet, run_probe
+from ...sessions import CheckAsk, CircularRetest, Investigation, request_for_check, resolve_check, run_fleet
+from ...sessions.checks import Declined, run_resolved
 from ...sessions.paging import line_total, matching_lines
 from ...sessions.store import STREAMS
 from ..errors import ProbesError, SessionError
@@ -147,7 +148,7 @@ def run_output(
 async def run_check(sl: Sleuth, ctx: Context | None, ask: CheckAsk, *, timeout: float | None, budget: int,
                     grep: str | None) -> dict[str, Any]:
     """probe_run's work: the check resolved (a fleet goes to :func:`_fleet`), run under the
-    refuse policy (a circular retest answers the earlier run), and answered."""
+    refuse policy (a circular retest is declined, and answered with the earlier run's answer)."""
     if grep:
         regex(grep)
     config = sl.config()
@@ -173,15 +174,14 @@ async def run_check(sl: Sleuth, ctx: Context | None, ask: CheckAsk, *, timeout: 
 
         progress = asyncio.ensure_future(_progress(ctx, seen))
         try:
-            report = await run_probe(inv, tgt, request, force=force, timeout=timeout, runner=runner,
-                                     reason=reason if force else None, on_output=counted, on_start=started)
-        except CircularRetest as flag:
-            inv.decline_run(request.probe, request.params, tgt.name, flag.check)
-            return refused_answer(inv, flag, tgt.name, budget, grep)
+            report = await run_resolved(inv, resolved, config, request=request, timeout=timeout, runner=runner,
+                                        on_output=counted, on_start=started)
         finally:
             progress.cancel()
             if runner is not None:
                 await runner.close()
+        if isinstance(report, Declined):
+            return refused_answer(inv, report.flag, tgt.name, budget, grep)
         out = run_answer(inv, report.run, budget=budget, grep=grep, report=report)
         out["state"] = state_said(inv, tgt.name)
         samples = inv.state.shell_samples(report.run)
@@ -292,18 +292,10 @@ async def _fleet(sl: Sleuth, ctx: Context | None, config: Any, fleet: Any, probe
         finally:
             if runner is not None:
                 await runner.close()
-        comparison = report.comparison
-        out: dict[str, Any] = {
-            "fleet": fleet.name, "members": [m.name for m in report.members],
-            "runs": {m: r.run for m, r in report.reports.items()},
-            "not_run_again": {m: {"earlier_run": r, "said": "the same state as then; its answer stands"}
-                              for m, r in report.reused.items()},
-            "headline": comparison.headline() if comparison else None,
-            "sentences": [s.sentence(len(comparison.runs)) for s in comparison.spreads] if comparison else [],
-            "answers": {m: run_answer(inv, r.run, budget=4_000) for m, r in report.reports.items()},
-        }
-        if report.hang is not None:
-            out["hang"] = report.hang
+        out = report.to_json()
+        out["not_run_again"] = {m: {"earlier_run": r, "said": "the same state as then; its answer stands"}
+                                for m, r in report.reused.items()}
+        out["answers"] = {m: run_answer(inv, r.run, budget=4_000) for m, r in report.reports.items()}
         if force and reason:
             out["forced_because"] = reason
         return out
