@@ -139,15 +139,8 @@ async def refuse(_flag: CircularRetest) -> bool:
     return False
 
 
-async def run_resolved(
-    inv: Investigation,
-    check: ResolvedCheck,
-    config: Any,
-    *,
-    on_retest: RetestPolicy = refuse,
-    request: RunRequest | None = None,
-    **run: Any,
-) -> RunReport | Declined:
+async def run_resolved(inv: Investigation, check: ResolvedCheck, config: Any, *, on_retest: RetestPolicy = refuse,
+                       request: RunRequest | None = None, **run: Any) -> RunReport | Declined:
     """Run a resolved check on its one target (not a fleet) and record it. The target's state
     is read first; a circular retest is put to *on_retest* unless the ask was forced: declined,
     it is recorded as declined and :class:`Declined` comes back; accepted, it runs forced in

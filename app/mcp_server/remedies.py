@@ -8,15 +8,7 @@ from typing import Any
 
 from ...probes.remedies import INSTALLED_FLAG, REMEDIES
 from ...sessions import Investigation, RemedyError, TreePlan
-from ...sessions.remedy_use import (
-    apply_plan,
-    installed_changed,
-    installed_restored,
-    one_line,
-    plan_at,
-    remedy_path,
-    revert_at,
-)
+from ...sessions import remedy_use as use
 from .answers import Remedy
 from .tools import TARGET_SAID, Context, Sleuth, ToolError, hints, rooted, target_of, tool
 
@@ -35,7 +27,7 @@ def remedy_preview(sl: Sleuth, remedy: str, path: str | None = None, target: str
     writes there only with into_installed_package=true."""
     with sl.open(ctx) as inv:
         try:
-            with one_line(path):
+            with use.one_line(path):
                 plan, where = _plan(sl, inv, remedy, path, target)
         except RemedyError as exc:
             raise ToolError(for_mcp(str(exc))) from None
@@ -60,16 +52,16 @@ def remedy_apply(sl: Sleuth, remedy: str, path: str | None = None, target: str =
     package (site-packages) is changed only with into_installed_package=true."""
     with sl.open(ctx) as inv:
         try:
-            with one_line(path):
+            with use.one_line(path):
                 plan, where = _plan(sl, inv, remedy, path, target)
                 if plan.blocked:
                     raise ToolError(f"{remedy} not applied to {where}: " + "; ".join(for_mcp(b) for b in plan.blocked))
                 tgt = target_of(sl, target)
-                app = apply_plan(inv, plan, tgt, hypothesis, into_installed_package=into_installed_package)
+                app = use.apply_plan(inv, plan, tgt, hypothesis, into_installed_package=into_installed_package)
         except RemedyError as exc:
             raise ToolError(for_mcp(str(exc))) from None
         records = inv.state.applications[app].files if app is not None else []
-        changed = installed_changed(records, "remedy_revert")
+        changed = use.installed_changed(records, "remedy_revert")
         said = (f"applied {remedy} (application #{app}); remedy_revert puts the original bytes back"
                 if app is not None else f"{remedy} is already applied; nothing changed")
         return {"applied": app is not None, "application": app, "path": where, "diff": plan.diff,
@@ -84,14 +76,14 @@ def remedy_revert(sl: Sleuth, path: str | None = None, target: str = "local", ct
     tgt = target_of(sl, target)
     with sl.open(ctx) as inv:
         try:
-            with one_line(path):
-                where = rooted(sl, tgt, remedy_path(sl.ws, tgt, path))
-                app = revert_at(inv, tgt, where)
+            with use.one_line(path):
+                where = rooted(sl, tgt, use.remedy_path(sl.ws, tgt, path))
+                app = use.revert_at(inv, tgt, where)
         except RemedyError as exc:
             raise ToolError(for_mcp(str(exc))) from None
         records = inv.state.applications[app].files
         answer: dict[str, Any] = {"reverted": app, "path": where, "files": len(records)}
-        restored = installed_restored(records)
+        restored = use.installed_restored(records)
         if restored:
             answer["said"] = "; ".join(restored)
         return answer
@@ -102,8 +94,8 @@ def _plan(sl: Sleuth, inv: Investigation, remedy: str, path: str | None, target:
         raise ToolError(f"unknown remedy {remedy!r}; remedies: {', '.join(sorted(REMEDIES))}")
     config = sl.config()
     tgt = target_of(sl, target)
-    where = rooted(sl, tgt, remedy_path(sl.ws, tgt, path))
-    return plan_at(inv, remedy, tgt, where, config), where
+    where = rooted(sl, tgt, use.remedy_path(sl.ws, tgt, path))
+    return use.plan_at(inv, remedy, tgt, where, config), where
 
 
 def _plan_json(plan: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sleuth's race kit on a GPU, as a user drives it on the transformers drafter (bench/gpu/train.py,
+# sleuth's race kit on a GPU, as a user drives it on the transformers drafter (tests/fixtures/hf_drafter/train.py,
 # unchanged): reproduce with the single-thread control, find the compile sites, apply the lock in
 # the user's file, verify, revert. Needs sleuth importable (WHEELS: a folder of its dependencies'
 # wheels, for a machine without network).
@@ -9,7 +9,7 @@ OUTDIR=${OUT:-/tmp/sleuth_on_gpu}
 if [ -n "${WHEELS:-}" ]; then python3 -m pip install -q --no-index --find-links "$WHEELS" textual asyncssh networkx tomlkit libcst packaging; fi
 PKG=$(mktemp -d); ln -s "$REPO" "$PKG/sleuth"
 sleuth() { PYTHONPATH="$PKG" python3 -m sleuth "$@"; }
-HUNT=$(mktemp -d); cd "$HUNT"; cp "$REPO/bench/gpu/train.py" .
+HUNT=$(mktemp -d); cd "$HUNT"; cp "$REPO/tests/fixtures/hf_drafter/train.py" .
 sleuth init >/dev/null
 cat > sleuth.toml <<TOML
 [targets.local]
@@ -34,6 +34,6 @@ sleuth remedy preview lock train.py | tail -3
 sleuth remedy apply lock train.py
 sleuth probe run compile-race --param trials=7 --param control=false | tail -12
 sleuth remedy revert train.py
-cmp train.py "$REPO/bench/gpu/train.py" && echo "reverted: byte for byte"
+cmp train.py "$REPO/tests/fixtures/hf_drafter/train.py" && echo "reverted: byte for byte"
 sleuth hypotheses
 sleuth export -o "$OUTDIR/postmortem.md" >/dev/null && echo "postmortem: $OUTDIR/postmortem.md"
