@@ -1,6 +1,6 @@
 """The example drafter split across modules, as real training code is: the feature extractor
 (the FX tracing site) moved to features.py; train.py still imports it through model.py.
-Used by tests/test_drafter_race.py and bench/remedy_overhead.py."""
+Used by tests/integration/test_drafter_race.py, tests/unit/test_ui.py and bench/remedy_overhead.py."""
 
 from __future__ import annotations
 
