@@ -82,7 +82,8 @@ def test_the_lock_gates_the_workers_first_pass_in_the_users_own_code(hunt):
     before = drafter.read_bytes()
     preview = json.loads(sleuth(hunt, "remedy", "preview", "lock", "train.py", "--json").stdout)
     assert preview["blocked"] == [], preview
-    assert "drafter() runs in worker threads (started at line 54)" in json.dumps(preview["findings"])
+    started = next(i for i, line in enumerate(FIXTURE.read_text().splitlines(), 1) if "threading.Thread(target=drafter" in line)
+    assert f"drafter() runs in worker threads (started at line {started})" in json.dumps(preview["findings"])
     diff = preview["diff"]
     assert "+            for step in range(args.steps):" not in diff and "+                with _SLEUTH_FIRST_PASS:" in diff
     assert "-        for p in model.model.parameters():" not in diff  # the setup loop is left alone
