@@ -65,7 +65,7 @@ def test_every_module_and_data_file_is_in_the_wheel(wheel_names):
         "examples/drafter/*.py",       # what `sleuth demo` copies
     )
     names = {str(p) for p in wanted}
-    for must in ("probes/agent_src.py", "probes/prelude_src.py", "app/sleuth.tcss", "examples/drafter/train.py",
+    for must in ("probes/far/agent.py", "probes/far/prelude.py", "app/sleuth.tcss", "examples/drafter/train.py",
                  "examples/drafter/model.py", "hypotheses/catalog/10_compile_race.toml",
                  "probes/scripts/env_fingerprint.py"):
         assert must in names, f"{must} is not in the source tree any more: update this test"
