@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import sleuth
+from support.project import new_project
 from support.wheels import wheel
 
 ENTRY = """\
@@ -75,9 +76,9 @@ def venv_print(venv: Path) -> tuple[str, dict[str, str]]:
     return freeze, files
 
 
-def project(make_project, sshd, far: dict[str, Path]) -> Path:
+def project(tmp_path: Path, sshd, far: dict[str, Path]) -> Path:
     target = sshd.toml("ct200").replace(f'python = "{sshd.python}"', f'python = "{far["venv"] / "bin" / "python"}"')
-    d = make_project(toml=target + f'env = {{ XDG_CACHE_HOME = "{far["cache"]}" }}\n')
+    d = new_project(tmp_path / "proj", toml=target + f'env = {{ XDG_CACHE_HOME = "{far["cache"]}" }}\n')
     (d / ".sleuth" / "known").mkdir(exist_ok=True)
     (d / ".sleuth" / "known" / "demo.toml").write_text(ENTRY)
     (d / ".sleuth" / "hypotheses").mkdir(exist_ok=True)
