@@ -12,11 +12,12 @@ default, so what a session holds is never rewritten by reading it. ``Event.paylo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
-from .records import EventKind
+from .records import Event, EventKind
 
 __all__ = [
     "PAYLOADS",
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 _NOT_FIELDS = ("_extra", "_absent", "_order")
+_NONE: frozenset[str] = frozenset()
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 
 class _Spec:
@@ -60,7 +63,9 @@ class _Spec:
         own = [f for f in fields(cls) if f.name not in _NOT_FIELDS]  # type: ignore[arg-type]
         self.names = tuple(f.name for f in own)
         self.known = frozenset(self.names)
-        self.required = tuple(f.name for f in own if f.default is f.default_factory)  # both MISSING
+        self.required = frozenset(f.name for f in own if f.default is MISSING and f.default_factory is MISSING)
+        self.defaults = {f.name: f.default for f in own if f.default is not MISSING}
+        self.factories = {f.name: f.default_factory for f in own if f.default_factory is not MISSING}
         self.nested = dict(cls.NESTED)
 
 
@@ -71,9 +76,10 @@ class Record:
     NESTED: ClassVar[Mapping[str, type[Record]]] = {}  # field -> the record its value holds (one, or a list)
     _specs: ClassVar[dict[type, _Spec]] = {}
 
-    _extra: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False)  # keys no field names
-    _absent: frozenset[str] = field(default=frozenset(), kw_only=True, repr=False, compare=False)
-    _order: tuple[str, ...] = field(default=(), kw_only=True, repr=False, compare=False)  # the stored keys' order
+    _extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA, kw_only=True, repr=False)  # keys no field names
+    _absent: frozenset[str] = field(default=_NONE, kw_only=True, repr=False, compare=False)
+    # the stored object itself, for its keys' order (never read for values: those are the fields)
+    _order: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA, kw_only=True, repr=False, compare=False)
 
     @classmethod
     def _spec(cls) -> _Spec:
@@ -86,21 +92,31 @@ class Record:
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """The record of a stored object; a field it must have and lacks is a KeyError."""
         spec = cls._spec()
-        kwargs: dict[str, Any] = {}
-        absent = []
-        for name in spec.names:
-            if name in data:
-                value = data[name]
-                kind = spec.nested.get(name)
-                if kind is not None and value is not None:
-                    value = [kind.from_dict(v) for v in value] if isinstance(value, list) else kind.from_dict(value)
-                kwargs[name] = value
-            elif name in spec.required:
-                raise KeyError(name)
-            else:
-                absent.append(name)
-        extra = {k: v for k, v in data.items() if k not in spec.known} if len(data) > len(kwargs) else {}
-        return cls(**kwargs, _extra=extra, _absent=frozenset(absent), _order=tuple(data))
+        keys = data.keys()
+        lacking = spec.required - keys
+        if lacking:
+            raise KeyError(min(lacking))
+        # Filled in place of __init__ (a frozen dataclass's sets each field through
+        # object.__setattr__): the fold reads every event through here.
+        record = object.__new__(cls)
+        values = record.__dict__
+        values.update(data)
+        if keys == spec.known:  # every field stored, nothing else: most events sleuth writes
+            absent, values["_extra"] = _NONE, _NO_EXTRA
+        else:
+            absent = spec.known - keys
+            for name in absent:
+                factory = spec.factories.get(name)
+                values[name] = factory() if factory is not None else spec.defaults[name]
+            unnamed = keys - spec.known
+            values["_extra"] = {k: values.pop(k) for k in data if k in unnamed} if unnamed else _NO_EXTRA
+        for name, kind in spec.nested.items():
+            value = values[name]
+            if value is not None and name not in absent:
+                values[name] = [kind.from_dict(v) for v in value] if isinstance(value, list) else kind.from_dict(value)
+        values["_absent"] = absent
+        values["_order"] = data
+        return record
 
     def to_dict(self) -> dict[str, Any]:
         """The object as stored: the fields it had (nested records as theirs), then the rest."""
@@ -114,8 +130,9 @@ class Record:
                 value = [v.to_dict() for v in value] if isinstance(value, list) else value.to_dict()
             out[name] = value
         out.update(self._extra)
-        if self._order and len(self._order) == len(out):  # JSON printed without sort_keys reads the same
-            return {k: out[k] for k in self._order}
+        order = self._order
+        if order and len(order) == len(out) and all(k in out for k in order):  # printed unsorted, it reads the same
+            return {k: out[k] for k in order}
         return out
 
     def has(self, name: str) -> bool:
@@ -132,6 +149,8 @@ class StateRead(Record):
     torch as torch/version.py says it, driver, the installed distributions), code, caches."""
 
     env: dict[str, Any] = field(default_factory=dict)
+    code: Any = None  # the code's hash (a str), or what the prelude read of it
+    caches: Any = None
 
     @cached_property
     def _env(self) -> Mapping[str, Any]:
@@ -228,12 +247,12 @@ class Payload(Record):
     """An event's data."""
 
     @classmethod
-    def of(cls, data: Any) -> Self:
-        """*data* (an Event, or its data) as this payload."""
-        payload = getattr(data, "payload", None)
-        if isinstance(payload, cls):
-            return payload
-        return cls.from_dict(getattr(data, "data", data))
+    def of(cls, data: Event | Mapping[str, Any]) -> Self:
+        """*data* (an Event: its payload, parsed once; or an event's data) as this payload."""
+        if isinstance(data, Event):  # parsed already (Event.payload), else parsed here and not kept
+            payload = data.__dict__.get("_payload")
+            return payload if isinstance(payload, cls) else cls.from_dict(data.data)
+        return cls.from_dict(data)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,6 +31,9 @@ STATUSES = ("open", "supported", "refuted", "confirmed", "inconclusive")
 STATUS_GLYPHS = {"open": "○", "supported": "●", "refuted": "✗", "confirmed": "★", "inconclusive": "?"}
 STATUS_LEGEND = "○open ●supported ✗refuted ★confirmed ?inconclusive"  # as the tree's legend says it
 VERDICTS = ("supports", "refutes", "inconclusive")
+
+
+_UNREAD: Any = object()  # Event.payload not parsed yet
 
 
 class EventKind(StrEnum):
@@ -91,13 +93,16 @@ class Event:
     # sleuth recorded it (the store's events.author column, schema 2)
     author: str = ""
 
-    @cached_property
+    @property
     def payload(self) -> Payload | None:
         """The data as its kind's typed record (payloads.py), parsed once; None for a kind
         this sleuth does not know."""
-        from .payloads import parse_payload
+        payload = self.__dict__.get("_payload", _UNREAD)
+        if payload is _UNREAD:  # not a cached_property: the fold reads every event's (its lock costs)
+            from .payloads import parse_payload
 
-        return parse_payload(self.kind, self.data)
+            payload = self.__dict__["_payload"] = parse_payload(self.kind, self.data)
+        return payload
 
     def to_dict(self) -> dict[str, Any]:
         out = {"seq": self.seq, "ts": self.ts, "kind": self.kind, "data": self.data}
