@@ -39,13 +39,13 @@ from .payloads import (
     RunFinished,
     RunStarted,
     StateObserved,
-    StateRead,
     SymptomAdded,
     SymptomRemoved,
 )
 from .queries import StateQueries
 from .records import Event, EventKind, Evidence, Flag, RemedyApplication, RunInfo
 from .state import canonical, component_keys, state_key_of_parts
+from .stored import StateRead
 from .verdict import result_fields
 
 __all__ = ["InvestigationState"]

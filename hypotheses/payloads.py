@@ -1,23 +1,17 @@
-"""Typed records at the store boundary: one payload type per event kind (``PAYLOADS``), and
-the records inside them — a state read (its torch version parsed once), a remedy's
-verification (its ``strong`` default said once), a known-issue match, an upgrade's overlay,
-a fleet's hang reading.
-
-Each record is parsed once from the stored JSON (``from_dict``) and gives it back exactly
-(``to_dict``, keys in their stored order): a key the record does not name is kept aside
-(``_extra``), a key that was not stored stays absent (``_absent``) even where the field has a
-default, so what a session holds is never rewritten by reading it. ``Event.payload`` (records.py) is the event's typed payload.
+"""One payload type per event kind (``PAYLOADS``): an event's data as a typed record, parsed
+once from the stored JSON and given back exactly (``Record``, stored.py). ``Event.payload``
+(records.py) is the event's own; the fold (model.py) reads its events through ``X.of(event)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
 from .records import Event, EventKind
+from .stored import KnownMatch, Overlay, Record, StateRead, Verification
 
 __all__ = [
     "PAYLOADS",
@@ -31,215 +25,20 @@ __all__ = [
     "HypothesisAdded",
     "HypothesisRemoved",
     "InvestigationCreated",
-    "KnownMatch",
     "KnownMatched",
     "LinkAdded",
     "NoteAdded",
-    "Overlay",
     "Payload",
-    "Record",
     "RemedyApplied",
     "RemedyPreviewed",
     "RemedyReverted",
     "RunFinished",
     "RunStarted",
     "StateObserved",
-    "StateRead",
     "SymptomAdded",
     "SymptomRemoved",
-    "Verification",
     "parse_payload",
 ]
-
-_NOT_FIELDS = ("_extra", "_absent", "_order")
-_NONE: frozenset[str] = frozenset()
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
-
-
-class _Spec:
-    """A record class's fields as from_dict reads them (computed once per class)."""
-
-    def __init__(self, cls: type[Record]) -> None:
-        own = [f for f in fields(cls) if f.name not in _NOT_FIELDS]  # type: ignore[arg-type]
-        self.names = tuple(f.name for f in own)
-        self.known = frozenset(self.names)
-        self.required = frozenset(f.name for f in own if f.default is MISSING and f.default_factory is MISSING)
-        self.defaults = {f.name: f.default for f in own if f.default is not MISSING}
-        self.factories = {f.name: f.default_factory for f in own if f.default_factory is not MISSING}
-        self.nested = dict(cls.NESTED)
-
-
-@dataclass(frozen=True)
-class Record:
-    """A stored JSON object read into named fields; ``to_dict()`` gives the stored object back."""
-
-    NESTED: ClassVar[Mapping[str, type[Record]]] = {}  # field -> the record its value holds (one, or a list)
-    _specs: ClassVar[dict[type, _Spec]] = {}
-
-    _extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA, kw_only=True, repr=False)  # keys no field names
-    _absent: frozenset[str] = field(default=_NONE, kw_only=True, repr=False, compare=False)
-    # the stored object itself, for its keys' order (never read for values: those are the fields)
-    _order: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA, kw_only=True, repr=False, compare=False)
-
-    @classmethod
-    def _spec(cls) -> _Spec:
-        spec = Record._specs.get(cls)
-        if spec is None:
-            spec = Record._specs[cls] = _Spec(cls)
-        return spec
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """The record of a stored object; a field it must have and lacks is a KeyError."""
-        spec = cls._spec()
-        keys = data.keys()
-        lacking = spec.required - keys
-        if lacking:
-            raise KeyError(min(lacking))
-        # Filled in place of __init__ (a frozen dataclass's sets each field through
-        # object.__setattr__): the fold reads every event through here.
-        record = object.__new__(cls)
-        values = record.__dict__
-        values.update(data)
-        if keys == spec.known:  # every field stored, nothing else: most events sleuth writes
-            absent, values["_extra"] = _NONE, _NO_EXTRA
-        else:
-            absent = spec.known - keys
-            for name in absent:
-                factory = spec.factories.get(name)
-                values[name] = factory() if factory is not None else spec.defaults[name]
-            unnamed = keys - spec.known
-            values["_extra"] = {k: values.pop(k) for k in data if k in unnamed} if unnamed else _NO_EXTRA
-        for name, kind in spec.nested.items():
-            value = values[name]
-            if value is not None and name not in absent:
-                values[name] = [kind.from_dict(v) for v in value] if isinstance(value, list) else kind.from_dict(value)
-        values["_absent"] = absent
-        values["_order"] = data
-        return record
-
-    def to_dict(self) -> dict[str, Any]:
-        """The object as stored: the fields it had (nested records as theirs), then the rest."""
-        spec = self._spec()
-        out: dict[str, Any] = {}
-        for name in spec.names:
-            if name in self._absent:
-                continue
-            value = getattr(self, name)
-            if name in spec.nested and value is not None:
-                value = [v.to_dict() for v in value] if isinstance(value, list) else value.to_dict()
-            out[name] = value
-        out.update(self._extra)
-        order = self._order
-        if order and len(order) == len(out) and all(k in out for k in order):  # printed unsorted, it reads the same
-            return {k: out[k] for k in order}
-        return out
-
-    def has(self, name: str) -> bool:
-        """Whether the stored object had *name* (a field left at its default was absent)."""
-        return name not in self._absent if name in self._spec().known else name in self._extra
-
-
-# ---------------------------------------------------------------- records inside payloads
-
-
-@dataclass(frozen=True)
-class StateRead(Record):
-    """A target's state as a run or a read reported it (the prelude's ``state``): env (python,
-    torch as torch/version.py says it, driver, the installed distributions), code, caches."""
-
-    env: dict[str, Any] = field(default_factory=dict)
-    code: Any = None  # the code's hash (a str), or what the prelude read of it
-    caches: Any = None
-
-    @cached_property
-    def _env(self) -> Mapping[str, Any]:
-        return self.env if isinstance(self.env, Mapping) else {}
-
-    @cached_property
-    def distributions(self) -> Mapping[str, Any]:
-        """The installed distributions by name, as measured ({} where none were)."""
-        dists = self._env.get("distributions")
-        return dists if isinstance(dists, Mapping) else {}
-
-    @cached_property
-    def measured_distributions(self) -> bool:
-        """Whether the read listed the installed distributions at all."""
-        return isinstance(self._env.get("distributions"), Mapping)
-
-    @cached_property
-    def torch_reported(self) -> Any:
-        """The torch version as the read says torch itself reports it (torch/version.py; an
-        older state's plain string), else None."""
-        torch = self._env.get("torch")
-        return torch.get("version") if isinstance(torch, Mapping) else torch
-
-    @cached_property
-    def torch_version(self) -> str | None:
-        """The torch version torch reports, else the installed distribution's."""
-        torch = self._env.get("torch")
-        if isinstance(torch, Mapping):
-            return torch.get("version")
-        return torch if isinstance(torch, str) else self.distributions.get("torch")
-
-    @cached_property
-    def torch_cuda(self) -> Any:
-        """The CUDA torch was built with, as torch/version.py says it (None where not read)."""
-        torch = self._env.get("torch")
-        return torch.get("cuda") if isinstance(torch, Mapping) else None
-
-    @cached_property
-    def python(self) -> Any:
-        return self._env.get("python")
-
-
-@dataclass(frozen=True)
-class Verification(Record):
-    """A run that verified a remedy application (``application.verified`` less its
-    application): the outcome, the samples before and after, and how strong it is."""
-
-    run: int
-    outcome: str  # fixed | not_fixed | nothing_to_verify
-    hypothesis: str | None = None  # None: an upgrade's, for its issue alone
-    before: list[int] | None = None  # [failing trials, trials]
-    after: list[int] | None = None
-    strong: bool = True  # a verification that does not say is strong (one deterministic run)
-    strength: str | None = None  # in words, where a sample was weighed
-    needed: int | None = None
-    chance: float | None = None
-    issue: str | None = None  # an upgrade's: the known issue, the release the run imported, how it was asked
-    imported: str | None = None
-    signature: str | None = None
-
-
-@dataclass(frozen=True)
-class KnownMatch(Record):
-    """A known upstream issue a run matched (or, in ``left``, one that stopped applying): the
-    entry as it was when matched, the version measured and where its signature showed."""
-
-    id: str
-    title: str = ""
-    package: str = ""
-    affected: str = ""
-    fixed_in: str | None = None
-    explains: list[str] = field(default_factory=list)
-    measured: str | None = None
-    seen: str | None = None
-    why: str | None = None  # a left entry's: why it no longer applies
-
-
-@dataclass(frozen=True)
-class Overlay(Record):
-    """An upgrade's overlay at the far end: the release installed beside the environment."""
-
-    package: str
-    version: str
-    path: str
-    issue: str = ""
-    explains: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------- one payload per event kind
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .payloads import Overlay, Payload, StateRead, Verification
+    from .payloads import Payload
+    from .stored import Overlay, StateRead, Verification
 
 __all__ = [
     "RemedyApplication",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .payloads import Verification
+    from .stored import Verification
 
 __all__ = ["NOTHING_TO_VERIFY", "STRONG", "Strength", "describe_verifications", "nothing_to_verify", "outcome_words",
            "strength", "trials_needed"]

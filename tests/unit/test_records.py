@@ -20,11 +20,10 @@ from sleuth.hypotheses.payloads import (
     KnownMatched,
     RunFinished,
     RunStarted,
-    StateRead,
     SymptomAdded,
-    Verification,
     parse_payload,
 )
+from sleuth.hypotheses.stored import StateRead, Verification
 from sleuth.sessions import Investigation
 from sleuth.sessions.store import Store
 
