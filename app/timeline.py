@@ -41,6 +41,7 @@ from ..hypotheses.payloads import (
     SymptomAdded,
     SymptomRemoved,
 )
+from ..hypotheses.records import Observation
 from ..hypotheses.verification import describe_verifications
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
 
@@ -86,10 +87,10 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
         rows.append((m["ts"], m["seq"], Text(f"{clock(m['ts'] - t0)} ⓚ #{m['run']} " + describe_left(m), style="blue"),
                      m["run"], False))
     for seen in st.observations:
-        said = observation_sentence(seen)
+        said = observation_sentence(seen.read)
         if said:
-            line = Text(f"{clock(seen['ts'] - t0)} ◉ {seen['target']} read: {said}", style="magenta")
-            rows.append((seen["ts"], seen["seq"], line, None, False))
+            line = Text(f"{clock(seen.ts - t0)} ◉ {seen.read.target} read: {said}", style="magenta")
+            rows.append((seen.ts, seen.seq, line, None, False))
     for f in st.flags:
         line = Text(f"{clock(f.ts - t0)} ⚑ {f.kind}", style="bold yellow")
         line.append(f"  {f.message}", style="yellow")
@@ -111,32 +112,32 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
     return [(ts, line, run, flagged) for ts, _seq, line, run, flagged in rows]
 
 
-def observation_sentence(seen: dict[str, Any]) -> str:
+def observation_sentence(seen: StateObserved) -> str:
     """What a state read before a run told (``state.observed``): changed outside sleuth, back
     to an earlier state, the same state as a run; empty when it told nothing."""
     said = ""
-    if seen.get("changes"):
-        how = (f"changed by {seen['by']}" if seen.get("by") else
-               f"changed since #{seen['since']}, the last run of this same check" if seen.get("since") else
+    if seen.changes:
+        how = (f"changed by {seen.by}" if seen.by else
+               f"changed since #{seen.since}, the last run of this same check" if seen.since else
                "changed outside sleuth")
-        said = f"{how}: {changes_text(seen['changes'])}"
-    if seen.get("back_from"):
-        said += ("; " if said else "") + f"back to the state of #{seen['same_as']} (#{seen['back_from']} saw another)"
-    elif seen.get("same_as"):
-        said += ("; " if said else "") + f"the same state as #{seen['same_as']}"
+        said = f"{how}: {changes_text(seen.changes)}"
+    if seen.back_from:
+        said += ("; " if said else "") + f"back to the state of #{seen.same_as} (#{seen.back_from} saw another)"
+    elif seen.same_as:
+        said += ("; " if said else "") + f"the same state as #{seen.same_as}"
     return said
 
 
-def _own_reads(st: InvestigationState, run: Any) -> list[dict[str, Any]]:
+def _own_reads(st: InvestigationState, run: Any) -> list[Observation]:
     """The state read made for *run* (recorded when it told something), not one made for an
     attempt that was refused or declined in between. A session from before runs named their
     read: every read on the target between the previous run's start and this one's."""
     if run.observed_seq is not None:
-        return [seen for seen in st.observations if seen["seq"] == run.observed_seq]
+        return [seen for seen in st.observations if seen.seq == run.observed_seq]
     previous = max((r.started_seq for r in st.runs.values()
                     if r.target == run.target and r.started_seq < run.started_seq), default=0)
     return [seen for seen in st.observations
-            if seen["target"] == run.target and previous < seen["seq"] < run.started_seq]
+            if seen.read.target == run.target and previous < seen.seq < run.started_seq]
 
 
 def run_changes(st: InvestigationState, run_id: int) -> dict[str, list[dict[str, Any]]]:
@@ -146,7 +147,7 @@ def run_changes(st: InvestigationState, run_id: int) -> dict[str, list[dict[str,
     None where it was absent), the sentences of :func:`run_findings` beside them."""
     run = st.runs[run_id]
     drift = run.result.get("changes") if run.result.get("has_baseline") else None
-    seen = [c for read in _own_reads(st, run) for c in read.get("changes") or ()]
+    seen = [c for own in _own_reads(st, run) for c in own.read.changes or ()]
     return {"drift": [_change(c) for c in drift] if isinstance(drift, list) else [],
             "state_changes": [_change(c) for c in seen]}
 
@@ -162,11 +163,11 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, Any]]:
     (and puts them in --json) so the CLI says what the UI's timeline says."""
     run = st.runs[run_id]
     out: list[dict[str, Any]] = []
-    for seen in _own_reads(st, run):
-        said = observation_sentence(seen)
+    for own in _own_reads(st, run):
+        said = observation_sentence(own.read)
         if said:
             out.append({"kind": "state", "text": f"{run.target} read before the run: {said}",
-                        "changes": [_change(c) for c in seen.get("changes") or ()]})
+                        "changes": [_change(c) for c in own.read.changes or ()]})
     out += [{"kind": f.kind, "text": f.message} for f in st.flags if f.run == run_id]
     out += [{"kind": "environment", "text": n["text"]} for n in st.notes
             if n.get("finding") and n.get("about") == f"#{run_id}"]  # said once per target, with the run that showed it

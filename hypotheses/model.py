@@ -43,7 +43,7 @@ from .payloads import (
     SymptomRemoved,
 )
 from .queries import StateQueries
-from .records import Event, EventKind, Evidence, Flag, RemedyApplication, RunInfo
+from .records import Event, EventKind, Evidence, Flag, Observation, RemedyApplication, RunInfo
 from .state import canonical, component_keys, state_key_of_parts
 from .stored import StateRead
 from .verdict import result_fields
@@ -102,7 +102,7 @@ class InvestigationState(StateQueries):
         # target's definition then: what the world looked like the last time this was asked
         self._last_asked: dict[tuple[str, str, str], int] = {}
         self._polls: set[tuple[str, str]] = set()  # (target, shell command) declared a poll
-        self.observations: list[dict[str, Any]] = []  # state reads before runs that told something
+        self.observations: list[Observation] = []  # state reads before runs that told something
         self.fleets: dict[str, dict[str, Any]] = {}  # fleet -> its latest expansion (who the members were)
         self.comparisons: list[dict[str, Any]] = []  # fleet comparisons, in order (Comparison dicts + seq, ts)
         self._counts: dict[str, dict[str, int]] = {}  # hypothesis -> verdict -> n
@@ -400,7 +400,7 @@ class InvestigationState(StateQueries):
 
     def _observed(self, e: Event) -> None:
         p = StateObserved.of(e)
-        self.observations.append({**e.data, "seq": e.seq, "ts": e.ts})
+        self.observations.append(Observation(e.seq, e.ts, p))
         if p.state is not None:
             state = e.data["state"]  # the stored object itself, as every reader had it
             self._known_state[p.target] = (state, p.state_parts or component_keys(state))

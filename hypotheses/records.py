@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .payloads import Payload
+    from .payloads import Payload, StateObserved
     from .stored import Overlay, StateRead, Verification
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "EventKind",
     "Evidence",
     "Flag",
+    "Observation",
     "PreRunCheck",
     "RunInfo",
     "STATUSES",
@@ -209,6 +210,15 @@ class RemedyApplication:
             "verifications": self.verifications,
             **({"overlay": self.overlay} if self.overlay is not None else {}),
         }
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A state read before a run that told something (``state.observed``), as the fold keeps it."""
+
+    seq: int
+    ts: float
+    read: StateObserved
 
 
 @dataclass(frozen=True)

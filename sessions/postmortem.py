@@ -413,11 +413,12 @@ def _timeline(st: Any, outputs: dict[int, str], t0: float) -> list[tuple[tuple[f
         rows.append(((m["ts"], m["seq"]), f"| {_t(m['ts'], t0)} | known upstream issue {m['id']} no longer applies "
                                           f"(#{m['run']}) | {by(m['seq'])} | {m['target']} | {_esc(m['why'])} |"))
     for seen in st.observations:
-        if seen.get("changes"):
-            said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])
-            how = f"changed by {seen['by']}" if seen.get("by") else "changed outside sleuth"
-            rows.append(((seen["ts"], seen["seq"]), f"| {_t(seen['ts'], t0)} | state read: {_esc(how)} | "
-                                                    f"{by(seen['seq'])} | {seen['target']} | {_esc(said)} |"))
+        read = seen.read
+        if read.changes:
+            said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in read.changes)
+            how = f"changed by {read.by}" if read.by else "changed outside sleuth"
+            rows.append(((seen.ts, seen.seq), f"| {_t(seen.ts, t0)} | state read: {_esc(how)} | "
+                                              f"{by(seen.seq)} | {read.target} | {_esc(said)} |"))
     return rows
 
 
@@ -440,10 +441,11 @@ def _changes(st: Any) -> list[str]:
             said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in drift)
             out.append((run.finished_seq or run.started_seq, f"#{run.id} {run.probe} against the baseline #{run.params.get('baseline_run', '?')}: {said}"))
     for seen in st.observations:
-        if seen.get("changes"):
-            said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in seen["changes"])
-            how = f"changed by {seen['by']}" if seen.get("by") else "changed outside sleuth"
-            out.append((seen["seq"], f"read before a run on {seen['target']}, {how}: {said}"))
+        read = seen.read
+        if read.changes:
+            said = "; ".join(str(Change(c["name"], c.get("before"), c.get("after"))) for c in read.changes)
+            how = f"changed by {read.by}" if read.by else "changed outside sleuth"
+            out.append((seen.seq, f"read before a run on {read.target}, {how}: {said}"))
     return [text for _seq, text in sorted(out)]
 
 
