@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -194,98 +195,162 @@ def _probe_of(st: InvestigationState, run: Any) -> str:
     return f"#{run} {info.probe}" if info is not None else f"#{run}"
 
 
+def _investigation_created(event: Event, st: InvestigationState) -> str:
+    return f"investigation started: {InvestigationCreated.of(event).title}"
+
+
+def _symptom_added(event: Event, st: InvestigationState) -> str:
+    sym = SymptomAdded.of(event)
+    return f"symptom added: {sym.title or sym.id}"
+
+
+def _symptom_removed(event: Event, st: InvestigationState) -> str:
+    return f"symptom removed: {SymptomRemoved.of(event).id}"
+
+
+def _hypothesis_added(event: Event, st: InvestigationState) -> str:
+    hyp = HypothesisAdded.of(event)
+    return f"hypothesis added: {hyp.title or hyp.id}" + (" (catalog)" if hyp.source == "builtin" else "")
+
+
+def _hypothesis_removed(event: Event, st: InvestigationState) -> str:
+    return f"hypothesis removed: {HypothesisRemoved.of(event).id}"
+
+
+def _link_added(event: Event, st: InvestigationState) -> str:
+    link = LinkAdded.of(event)
+    return f"linked {str(link.src).split(':', 1)[-1]} {link.kind} {str(link.dst).split(':', 1)[-1]}"
+
+
+def _run_started(event: Event, st: InvestigationState) -> str:
+    started = RunStarted.of(event)
+    params = ", ".join(f"{k}={v}" for k, v in sorted((started.params or {}).items()))
+    retest = f" (a retest of #{started.retest_of}, run anyway)" if started.retest_of else ""
+    return (f"run #{started.run} {started.probe} started on {started.target}" + (f" ({params})" if params else "")
+            + retest)
+
+
+def _run_finished(event: Event, st: InvestigationState) -> str:
+    finished = RunFinished.of(event)
+    info = st.runs.get(finished.run)
+    took = f" in {info.duration:.0f} s" if info is not None and info.duration is not None else ""
+    reason = f": {finished.reason}" if finished.reason else ""
+    return f"{_probe_of(st, finished.run)} {finished.classification}{took}{reason}"
+
+
+def _evidence_recorded(event: Event, st: InvestigationState) -> str:
+    ev = EvidenceRecorded.of(event)
+    said = f"{_probe_of(st, ev.run)} {ev.verdict} {ev.hypothesis}"
+    fields = ev.fields or {}
+    if ev.rule == "fleet: members disagree":
+        said += f": {fields.get('member')} differs from the fleet ({fields.get('differs')})"
+    return said
+
+
+def _remedy_previewed(event: Event, st: InvestigationState) -> str:
+    preview = RemedyPreviewed.of(event)
+    blocked = " (blocked)" if preview.blocked else ""
+    return f"remedy {preview.remedy} previewed on {preview.path}{blocked}"
+
+
+def _remedy_applied(event: Event, st: InvestigationState) -> str:
+    applied = RemedyApplied.of(event)
+    target = applied.target if applied.has("target") else None
+    return f"remedy {applied.remedy} applied on {target} (application #{applied.application})"
+
+
+def _remedy_reverted(event: Event, st: InvestigationState) -> str:
+    reverted = RemedyReverted.of(event).application
+    app = st.applications.get(reverted)
+    return f"remedy {app.remedy if app else ''} #{reverted} reverted"
+
+
+def _application_verified(event: Event, st: InvestigationState) -> str:
+    verified = ApplicationVerified.of(event)
+    app = st.applications.get(verified.application)
+    [said] = describe_verifications(app.remedy if app else "the remedy", verified.application, [verified.verification])
+    return f"{_probe_of(st, verified.run)} {said}"
+
+
+def _flag_raised(event: Event, st: InvestigationState) -> str:
+    flag = FlagRaised.of(event)
+    return f"⚑ {flag.flag}: {flag.message}"
+
+
+def _note_added(event: Event, st: InvestigationState) -> str:
+    note = NoteAdded.of(event)
+    return f"note: {note.text}" + (f" (about {note.about})" if note.about else "")
+
+
+def _baseline_marked(event: Event, st: InvestigationState) -> str:
+    baseline = BaselineMarked.of(event)
+    return f"{_probe_of(st, baseline.run)} marked as the baseline of {baseline.target}"
+
+
+def _state_observed(event: Event, st: InvestigationState) -> str:
+    seen = StateObserved.of(event)
+    said = []
+    if seen.changes:
+        how = f"changed by {seen.by}" if seen.by else "changed outside sleuth"
+        said.append(f"{how}: " + changes_text(seen.changes))
+    if seen.back_from:
+        said.append(f"back to the state of #{seen.same_as}")
+    elif seen.same_as:
+        said.append(f"the same state as #{seen.same_as}")
+    return f"{seen.target} read" + (": " + "; ".join(said) if said else "")
+
+
+def _fleet_expanded(event: Event, st: InvestigationState) -> str:
+    fleet = FleetExpanded.of(event)
+    members: list[Any] = [m.get("name") for m in fleet.members]
+    how = fleet.how if fleet.has("how") else None
+    return f"fleet {fleet.fleet}: {len(members)} members ({how}): {', '.join(members[:8])}" + (
+        " …" if len(members) > 8 else "")
+
+
+def _fleet_compared(event: Event, st: InvestigationState) -> str:
+    compared = FleetCompared.of(event)
+    probe = compared.probe if compared.has("probe") else None
+    return f"fleet {compared.fleet} compared on {probe}: {Comparison.from_dict(event.data).headline()}"
+
+
+def _known_matched(event: Event, st: InvestigationState) -> str:
+    known = KnownMatched.of(event)
+    said = [f"matched {m.id} ({m.package} {m.measured} in {m.affected}; {fix_words(m.to_dict())})"
+            for m in known.matches]
+    said += [f"{m.id} no longer applies: {m.why}" for m in known.left]
+    return f"{_probe_of(st, known.run)} known upstream: " + "; ".join(said)
+
+
+_SENTENCES: dict[str, Callable[[Event, InvestigationState], str]] = {
+    EventKind.INVESTIGATION_CREATED: _investigation_created,
+    EventKind.SYMPTOM_ADDED: _symptom_added,
+    EventKind.SYMPTOM_REMOVED: _symptom_removed,
+    EventKind.HYPOTHESIS_ADDED: _hypothesis_added,
+    EventKind.HYPOTHESIS_REMOVED: _hypothesis_removed,
+    EventKind.LINK_ADDED: _link_added,
+    EventKind.RUN_STARTED: _run_started,
+    EventKind.RUN_FINISHED: _run_finished,
+    EventKind.EVIDENCE_RECORDED: _evidence_recorded,
+    EventKind.REMEDY_PREVIEWED: _remedy_previewed,
+    EventKind.REMEDY_APPLIED: _remedy_applied,
+    EventKind.REMEDY_REVERTED: _remedy_reverted,
+    EventKind.APPLICATION_VERIFIED: _application_verified,
+    EventKind.FLAG_RAISED: _flag_raised,
+    EventKind.NOTE_ADDED: _note_added,
+    EventKind.BASELINE_MARKED: _baseline_marked,
+    EventKind.STATE_OBSERVED: _state_observed,
+    EventKind.FLEET_EXPANDED: _fleet_expanded,
+    EventKind.FLEET_COMPARED: _fleet_compared,
+    EventKind.KNOWN_MATCHED: _known_matched,
+}
+
+
 def event_sentence(event: Event, st: InvestigationState) -> str:
     """One event in words, for the replay scrubber and ``sleuth events``; *st* is the state
     folded up to and including it (for the names of runs and remedies)."""
-    kind = event.kind
-    if kind == EventKind.INVESTIGATION_CREATED:
-        return f"investigation started: {InvestigationCreated.of(event).title}"
-    if kind == EventKind.SYMPTOM_ADDED:
-        sym = SymptomAdded.of(event)
-        return f"symptom added: {sym.title or sym.id}"
-    if kind == EventKind.SYMPTOM_REMOVED:
-        return f"symptom removed: {SymptomRemoved.of(event).id}"
-    if kind == EventKind.HYPOTHESIS_ADDED:
-        hyp = HypothesisAdded.of(event)
-        return f"hypothesis added: {hyp.title or hyp.id}" + (" (catalog)" if hyp.source == "builtin" else "")
-    if kind == EventKind.HYPOTHESIS_REMOVED:
-        return f"hypothesis removed: {HypothesisRemoved.of(event).id}"
-    if kind == EventKind.LINK_ADDED:
-        link = LinkAdded.of(event)
-        return f"linked {str(link.src).split(':', 1)[-1]} {link.kind} {str(link.dst).split(':', 1)[-1]}"
-    if kind == EventKind.RUN_STARTED:
-        started = RunStarted.of(event)
-        params = ", ".join(f"{k}={v}" for k, v in sorted((started.params or {}).items()))
-        retest = f" (a retest of #{started.retest_of}, run anyway)" if started.retest_of else ""
-        return (f"run #{started.run} {started.probe} started on {started.target}" + (f" ({params})" if params else "")
-                + retest)
-    if kind == EventKind.RUN_FINISHED:
-        finished = RunFinished.of(event)
-        info = st.runs.get(finished.run)
-        took = f" in {info.duration:.0f} s" if info is not None and info.duration is not None else ""
-        reason = f": {finished.reason}" if finished.reason else ""
-        return f"{_probe_of(st, finished.run)} {finished.classification}{took}{reason}"
-    if kind == EventKind.EVIDENCE_RECORDED:
-        ev = EvidenceRecorded.of(event)
-        said = f"{_probe_of(st, ev.run)} {ev.verdict} {ev.hypothesis}"
-        fields = ev.fields or {}
-        if ev.rule == "fleet: members disagree":
-            said += f": {fields.get('member')} differs from the fleet ({fields.get('differs')})"
-        return said
-    if kind == EventKind.REMEDY_PREVIEWED:
-        preview = RemedyPreviewed.of(event)
-        blocked = " (blocked)" if preview.blocked else ""
-        return f"remedy {preview.remedy} previewed on {preview.path}{blocked}"
-    if kind == EventKind.REMEDY_APPLIED:
-        applied = RemedyApplied.of(event)
-        target = applied.target if applied.has("target") else None
-        return f"remedy {applied.remedy} applied on {target} (application #{applied.application})"
-    if kind == EventKind.REMEDY_REVERTED:
-        reverted = RemedyReverted.of(event).application
-        app = st.applications.get(reverted)
-        return f"remedy {app.remedy if app else ''} #{reverted} reverted"
-    if kind == EventKind.APPLICATION_VERIFIED:
-        verified = ApplicationVerified.of(event)
-        app = st.applications.get(verified.application)
-        [said] = describe_verifications(app.remedy if app else "the remedy", verified.application, [verified.verification])
-        return f"{_probe_of(st, verified.run)} {said}"
-    if kind == EventKind.FLAG_RAISED:
-        flag = FlagRaised.of(event)
-        return f"⚑ {flag.flag}: {flag.message}"
-    if kind == EventKind.NOTE_ADDED:
-        note = NoteAdded.of(event)
-        return f"note: {note.text}" + (f" (about {note.about})" if note.about else "")
-    if kind == EventKind.BASELINE_MARKED:
-        baseline = BaselineMarked.of(event)
-        return f"{_probe_of(st, baseline.run)} marked as the baseline of {baseline.target}"
-    if kind == EventKind.STATE_OBSERVED:
-        seen = StateObserved.of(event)
-        said = []
-        if seen.changes:
-            how = f"changed by {seen.by}" if seen.by else "changed outside sleuth"
-            said.append(f"{how}: " + changes_text(seen.changes))
-        if seen.back_from:
-            said.append(f"back to the state of #{seen.same_as}")
-        elif seen.same_as:
-            said.append(f"the same state as #{seen.same_as}")
-        return f"{seen.target} read" + (": " + "; ".join(said) if said else "")
-    if kind == EventKind.FLEET_EXPANDED:
-        fleet = FleetExpanded.of(event)
-        members: list[Any] = [m.get("name") for m in fleet.members]
-        how = fleet.how if fleet.has("how") else None
-        return f"fleet {fleet.fleet}: {len(members)} members ({how}): {', '.join(members[:8])}" + (
-            " …" if len(members) > 8 else "")
-    if kind == EventKind.FLEET_COMPARED:
-        compared = FleetCompared.of(event)
-        probe = compared.probe if compared.has("probe") else None
-        return f"fleet {compared.fleet} compared on {probe}: {Comparison.from_dict(event.data).headline()}"
-    if kind == EventKind.KNOWN_MATCHED:
-        known = KnownMatched.of(event)
-        said = [f"matched {m.id} ({m.package} {m.measured} in {m.affected}; {fix_words(m.to_dict())})"
-                for m in known.matches]
-        said += [f"{m.id} no longer applies: {m.why}" for m in known.left]
-        return f"{_probe_of(st, known.run)} known upstream: " + "; ".join(said)
-    return str(kind)
+    said = _SENTENCES.get(event.kind)
+    return said(event, st) if said is not None else str(event.kind)
 
 
 def retest_prompt(st: InvestigationState, check: PreRunCheck, now: float) -> tuple[str, list[str], str, str]:
