@@ -34,7 +34,7 @@ EXIT_CODES = {
     EXIT_RETEST: "refused: a circular retest (the same check in the same state); --force runs it",
     130: "interrupted (Ctrl-C)",
 }
-# the remedies' ids (probes/remedies REMEDIES; tests/test_cli.py holds the two together)
+# the remedies' ids (probes/remedies REMEDIES; tests/integration/test_cli.py holds the two together)
 REMEDY_NAMES = ("lock", "precompile")
 
 

@@ -91,7 +91,7 @@ def _guide():
                   lambda st, _root: any(f.kind == "circular-retest" for f in st.flags)),
         GuideStep("On ✚ lock (under compile race) press f, then a to apply it.",
                   lambda st, _root: any(a.remedy == "lock" for a in st.applications.values())),
-        GuideStep(_verify_step, lambda st, _root: any(a.verifications for a in st.applications.values())),
+        GuideStep(_verify_step, lambda st, _root: any(a.verified for a in st.applications.values())),
         GuideStep("e writes postmortem.md; q quits.", lambda _st, root: (root / "postmortem.md").is_file()),
     ))
 

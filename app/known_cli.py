@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ..hypotheses.known import load_known, version_of
+from ..hypotheses.stored import Overlay
 from ..probes import load_config
 from ..sessions import Workspace, measure_state
 from ..sessions.known_issues import known_rows
@@ -108,15 +109,15 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
                     await agents.close()
 
             app = inv.state.applications[asyncio.run(revert())]
-            assert app.overlay is not None
-            still = [a for a in inv.state.applications.values() if a.active and a.target == target.name and a.overlay
-                     and a.overlay["package"] == entry.package]
-            other = still[-1].overlay if still else None
-            where = (f"upgrade #{still[-1].id} ({other['issue']}, {entry.package}=={other['version']}) is still "
+            assert app.upgrade is not None
+            still = [a for a in inv.state.applications.values() if a.active and a.target == target.name and a.upgrade
+                     and a.upgrade.package == entry.package]
+            other = still[-1].upgrade if still else None
+            where = (f"upgrade #{still[-1].id} ({other.issue}, {entry.package}=={other.version}) is still "
                      f"active there: runs import {entry.package} from its overlay" if other
                      else f"runs there import {entry.package} from the environment again")
-            held = describe_contents(app.overlay, short=True)
-            print(f"reverted upgrade #{app.id}: the overlay {app.overlay['path']} on {target.name} is removed"
+            held = describe_contents(app.upgrade, short=True)
+            print(f"reverted upgrade #{app.id}: the overlay {app.upgrade.path} on {target.name} is removed"
                   + (f" ({held})" if held else "") + f"; {where} (the environment was never written)")
             return 0
         request = None if args.no_verify else _verifier(inv, args, target, entry.id)
@@ -152,7 +153,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         assert made.overlay is not None
         lines = [f"#{made.run} upgrade on {target.name}: {made.reason} (application #{app.id}; {entry.package} in "
                  f"the environment: {made.installed_before or 'not installed'}, untouched)"]
-        held = describe_contents(made.overlay)
+        held = describe_contents(Overlay.from_dict(made.overlay))
         if held:
             lines.append(f"  {held}")
         if report is not None:
@@ -169,8 +170,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             lines += [f"  ✔ {s}" for s in said] or [f"  no verification: #{report.run} did not ask what showed "
                                                    f"{entry.id} before (see the notes: sleuth events)"]
             if held:
-                lines.append(f"  (judged under that whole overlay: {describe_contents(made.overlay, short=True)})")
-            out["verification"] = {**data, "verified": [v for v in app.verifications if v["run"] == report.run]}
+                lines.append(f"  (judged under that whole overlay: {describe_contents(Overlay.from_dict(made.overlay), short=True)})")
+            out["verification"] = {**data, "verified": [v.to_dict() for v in app.verified if v.run == report.run]}
         lines.append(f"revert: sleuth upgrade --revert {entry.id} --target {target.name} (removes the overlay)")
         if args.json:
             print(json.dumps(out, indent=2, default=str))

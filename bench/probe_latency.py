@@ -1,6 +1,6 @@
 """Benchmark: a probe's round trip through a jump host, and output capture throughput.
 
-Everything runs in one go on loopback against real OpenSSH servers (tests/sshd_harness.py:
+Everything runs in one go on loopback against real OpenSSH servers (tests/support/sshd_harness.py:
 a jump host and a gpu host behind it, a pct hop, a venv python). Each way of running sends
 the same bytes — sleuth's program for a trivial probe — to the same ``pct exec 200 --
 python -`` at the far end, so only the transport differs:
@@ -64,7 +64,7 @@ from sleuth.probes import (  # noqa: E402
     run_chain,
 )
 from sleuth.sessions import Redactor, Store, measure_state  # noqa: E402
-from sshd_harness import SshHarness  # noqa: E402
+from support.sshd_harness import SshHarness  # noqa: E402
 
 TRIVIAL = "emit('result', ok=True)\n"
 

@@ -46,8 +46,8 @@ def prepare(out: Path, device: str) -> None:
     from sleuth.probes.remedies.precompile import precompile_transform
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from drafter_split import split
     from sleuth.probes.remedies import LocalFile
+    from support.drafter_split import split
 
     src = ROOT / "examples" / "drafter"
     for name in VARIANTS:

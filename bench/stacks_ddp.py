@@ -1,4 +1,4 @@
-"""Benchmark: an 8-rank DDP job (tests/ddp_job.py: torch's own DDP, gloo on CPU, torchrun) read
+"""Benchmark: an 8-rank DDP job (tests/support/ddp_job.py: torch's own DDP, gloo on CPU, torchrun) read
 by `sleuth probe run stacks --json` (issue 32).
 
 1. Healthy, looked at --looks times in a row (default 20): how many looks named an odd rank or
@@ -62,7 +62,7 @@ def main() -> int:
     log = (tmp / "job.log").open("w")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                            str(args.ranks), str(ROOT / "tests" / "ddp_job.py"), "--step-delay", "0", "--pids",
+                            str(args.ranks), str(ROOT / "tests" / "support" / "ddp_job.py"), "--step-delay", "0", "--pids",
                             str(pids_dir)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     out: dict = {"ranks": args.ranks}
     try:

@@ -1,7 +1,7 @@
 """Benchmark: a hung job's stacks, every rank, to the named odd rank (issue 26).
 
 Two jobs on this machine:
-  * an 8-rank gloo job (tests/hang_job.py --fault mismatch, torch's launcher): rank 2 waits
+  * an 8-rank gloo job (tests/support/hang_job.py --fault mismatch, torch's launcher): rank 2 waits
     in another collective than the others;
   * 64 plain Python processes with RANK/WORLD_SIZE set (no torch, so 64 fit in memory): two
     threads each, all waiting in one function but rank 5, which waits in another.
@@ -116,7 +116,7 @@ def main() -> None:
             pids_dir = base / "gloo"
             pids_dir.mkdir()
             job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "8",
-                                    str(ROOT / "tests" / "hang_job.py"), "--fault", "mismatch", "--pids", str(pids_dir)],
+                                    str(ROOT / "tests" / "support" / "hang_job.py"), "--fault", "mismatch", "--pids", str(pids_dir)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             h = None
             try:
@@ -124,7 +124,7 @@ def main() -> None:
                 time.sleep(3.0)  # past step 3: rank 2 is in the other collective
                 out["gloo8"] = measure(project, pids, "rank 2", samples)
                 if args.ssh:  # the same job read through real sshd on loopback: a jump host, then pct exec
-                    from sshd_harness import SshHarness
+                    from support.sshd_harness import SshHarness
 
                     h = SshHarness(base / "sshd").setup().start()
                     toml = project / "sleuth.toml"

@@ -351,12 +351,11 @@ class InvestigationState(StateQueries):
             target=p.target,
             files=p.files,
             applied_ts=e.ts,
-            overlay=e.data.get("overlay"),  # the stored object, as the callers that read a dict have it
             upgrade=p.overlay,
             applied_seq=e.seq,
         )
         self.applications[app.id] = app
-        if app.overlay is not None:
+        if app.upgrade is not None:
             self._overlay_events.append((app.target, e.seq, app.id, "made"))
         self._node(f"remedy:{app.remedy}", kind="remedy")
         self._node(f"app:{app.id}", kind="application")
@@ -365,13 +364,12 @@ class InvestigationState(StateQueries):
     def _reverted(self, e: Event) -> None:
         app = self.applications[RemedyReverted.of(e).application]
         app.active = False
-        if app.overlay is not None:
+        if app.upgrade is not None:
             self._overlay_events.append((app.target, e.seq, app.id, "removed"))
 
     def _verified(self, e: Event) -> None:
         p = ApplicationVerified.of(e)
         app = self.applications[p.application]
-        app.verifications.append({k: v for k, v in e.data.items() if k != "application"})
         app.verified.append(p.verification)
         self._edge(f"app:{app.id}", f"run:{p.run}", "verified-by", outcome=p.outcome)
 

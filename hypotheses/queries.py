@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .records import Evidence, PreRunCheck, RemedyApplication, RunInfo
 from .state import canonical, check_key, component_keys, state_key_of_parts
+from .stored import Verification
 from .verification import describe_verifications
 
 if TYPE_CHECKING:
@@ -126,16 +127,15 @@ class StateQueries:
                 for line in describe_verifications(app.remedy, app.id,
                                                    [v for v in app.verified if v.run == run_id])]
 
-    def weak_verification(self, hypothesis: str, target: str) -> tuple[RemedyApplication, dict[str, Any]] | None:
+    def weak_verification(self, hypothesis: str, target: str) -> tuple[RemedyApplication, Verification] | None:
         """An active application on *target* whose only verification of *hypothesis* is too
         weak to call it fixed (clean, but too few trials for the failure rate before)."""
         for app in self.applications.values():
             if not app.active or app.target != target:
                 continue
-            fixed = [(v, stored) for v, stored in zip(app.verified, app.verifications, strict=True)
-                     if v.hypothesis == hypothesis and v.outcome == "fixed"]
-            if fixed and not any(v.strong for v, _ in fixed):
-                return app, fixed[-1][1]
+            fixed = [v for v in app.verified if v.hypothesis == hypothesis and v.outcome == "fixed"]
+            if fixed and not any(v.strong for v in fixed):
+                return app, fixed[-1]
         return None
 
     def status(self, hypothesis: str) -> str:
@@ -275,8 +275,9 @@ class StateQueries:
         out = []
         for t, seq, app_id, what in self._overlay_events:
             if t == target and seq > since:
-                ov = self.applications[app_id].overlay or {}
-                out.append(f"upgrade #{app_id} {what} its overlay ({ov.get('package')}=={ov.get('version')})")
+                ov = self.applications[app_id].upgrade
+                if ov is not None:
+                    out.append(f"upgrade #{app_id} {what} its overlay ({ov.package}=={ov.version})")
         return out
 
     def children(self, hypothesis: str) -> list[str]:

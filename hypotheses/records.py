@@ -177,14 +177,19 @@ class RemedyApplication:
     files: list[dict[str, Any]]
     applied_ts: float
     active: bool = True
-    # as stored, for the callers that read them as dicts (app/known_cli.py, sessions/known_issues.py)
-    verifications: list[dict[str, Any]] = field(default_factory=list)
-    verified: list[Verification] = field(default_factory=list)  # the same, typed
-    # an upgrade's overlay at the far end: {issue, package, version, path, site, explains}, as
-    # stored; ``upgrade`` is the same, typed
-    overlay: dict[str, Any] | None = None
-    upgrade: Overlay | None = None
+    verified: list[Verification] = field(default_factory=list)  # the runs that verified it
+    upgrade: Overlay | None = None  # an upgrade's overlay at the far end (None: a code remedy)
     applied_seq: int = 0
+
+    @property
+    def verifications(self) -> list[dict[str, Any]]:
+        """The verifications as stored (JSON objects); :attr:`verified` is the typed list."""
+        return [v.to_dict() for v in self.verified]
+
+    @property
+    def overlay(self) -> dict[str, Any] | None:
+        """The upgrade's overlay as stored; :attr:`upgrade` is the typed record."""
+        return self.upgrade.to_dict() if self.upgrade is not None else None
 
     @property
     def digest(self) -> str:

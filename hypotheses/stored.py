@@ -32,6 +32,23 @@ class _Spec:
         self.defaults = {f.name: f.default for f in own if f.default is not MISSING}
         self.factories = {f.name: f.default_factory for f in own if f.default_factory is not MISSING}
         self.nested = dict(cls.NESTED)
+        # per shape of a stored object (its keys, in order): the fields it lacks, how each is
+        # filled, the keys no field names — worked out once; the fold meets a handful of shapes
+        self.shapes: dict[tuple[str, ...], tuple[frozenset[str], tuple[tuple[str, Any, Any], ...], frozenset[str]]] = {}
+
+    def shape(self, keys: tuple[str, ...]) -> tuple[frozenset[str], tuple[tuple[str, Any, Any], ...], frozenset[str]]:
+        plan = self.shapes.get(keys)
+        if plan is None:
+            lacking = self.required.difference(keys)
+            if lacking:
+                raise KeyError(min(lacking))
+            absent = self.known.difference(keys)
+            fills = tuple((name, self.defaults.get(name), self.factories.get(name)) for name in self.names
+                          if name in absent)
+            plan = (frozenset(absent) or _NONE, fills, frozenset(keys).difference(self.known))
+            if len(self.shapes) < 512:
+                self.shapes[keys] = plan
+        return plan
 
 
 @dataclass(frozen=True)
@@ -56,11 +73,8 @@ class Record:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """The record of a stored object; a field it must have and lacks is a KeyError."""
-        spec = cls._spec()
+        spec = Record._specs.get(cls) or cls._spec()
         keys = data.keys()
-        lacking = spec.required - keys
-        if lacking:
-            raise KeyError(min(lacking))
         # Filled in place of __init__ (a frozen dataclass's sets each field through
         # object.__setattr__): the fold reads every event through here.
         record = object.__new__(cls)
@@ -69,16 +83,16 @@ class Record:
         if keys == spec.known:  # every field stored, nothing else: most events sleuth writes
             absent, values["_extra"] = _NONE, _NO_EXTRA
         else:
-            absent = spec.known - keys
-            for name in absent:
-                factory = spec.factories.get(name)
-                values[name] = factory() if factory is not None else spec.defaults[name]
-            unnamed = keys - spec.known
+            absent, fills, unnamed = spec.shape(tuple(keys))
+            for name, default, factory in fills:
+                values[name] = factory() if factory is not None else default
             values["_extra"] = {k: values.pop(k) for k in data if k in unnamed} if unnamed else _NO_EXTRA
-        for name, kind in spec.nested.items():
-            value = values[name]
-            if value is not None and name not in absent:
-                values[name] = [kind.from_dict(v) for v in value] if isinstance(value, list) else kind.from_dict(value)
+        if spec.nested:
+            for name, kind in spec.nested.items():
+                value = values[name]
+                if value is not None and name not in absent:
+                    values[name] = ([kind.from_dict(v) for v in value] if isinstance(value, list)
+                                    else kind.from_dict(value))
         values["_absent"] = absent
         values["_order"] = data
         return record
@@ -202,3 +216,9 @@ class Overlay(Record):
     path: str
     issue: str = ""
     explains: list[str] = field(default_factory=list)
+    site: str = ""  # the folder put first on the runs' import path
+    affected: str = ""  # the entry's affected range when it was made
+    installed_before: str | None = None  # the release the environment kept
+    install_run: int | None = None  # the run that made it
+    distributions: list[dict[str, Any]] | None = None  # what pip put in it (None: not listed)
+    bytes: int | None = None

@@ -22,6 +22,7 @@ from .errors import CircularRetest, ExchangeError, InvestigationError, SessionEr
 from .exchange import dump_export, export_session, import_session, run_cast
 from .fleet import FleetReport, expand_fleet, read_ssh_config, run_fleet
 from .investigation import Investigation, RunStart, result_fields
+from .output_index import STREAMS, OutputLine
 from .postmortem import postmortem_markdown, write_postmortem
 from .redact import Redactor, is_secret_name
 from .remedies import (
@@ -57,7 +58,7 @@ from .runs import (
     run_probe,
 )
 from .steps import NextStep, StepKind, investigation_next_step, next_step
-from .store import STREAMS, OutputLine, Store
+from .store import Store
 from .workspace import Workspace
 
 __all__ = [

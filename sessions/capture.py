@@ -19,7 +19,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .store import STREAMS, _tune
+from .output_index import STREAMS
+from .store import _tune
 
 if TYPE_CHECKING:
     from .store import Store

@@ -102,11 +102,11 @@ class RunJudging:
         """Whether *app* was in force for *info*: a code remedy is, while active; an upgrade only
         where the run imported the overlay's release (else its overlay did not take, and a clean
         run under it says nothing of the upgrade: _verify_upgrades notes it)."""
-        ov = app.overlay
+        ov = app.upgrade
         if ov is None:
             return True
         versions = ((info.state or {}).get("env") or {}).get("distributions") or {}
-        return app.digest in info.remedies and overlay_took(version_of(versions, ov["package"]), ov["version"])
+        return app.digest in info.remedies and overlay_took(version_of(versions, ov.package), ov.version)
 
     def _verify_upgrades(self, info: RunInfo, versions: Mapping[str, str], seen: Mapping[str, str]) -> None:
         """A run under an upgrade's overlay, of a check that showed the issue on this target
@@ -120,17 +120,17 @@ class RunJudging:
         versions say, never a fix: nothing to verify."""
         st = self.state
         for app in list(st.applications.values()):
-            ov = app.overlay
+            ov = app.upgrade
             if ov is None or not app.active or app.target != info.target or app.digest not in info.remedies:
                 continue
             if info.classification not in ("completed", "failed", "no_result"):
                 continue  # killed, timed out, a transport fault: asked nothing
-            measured = version_of(versions, ov["package"])
-            took = overlay_took(measured, ov["version"])
+            measured = version_of(versions, ov.package)
+            took = overlay_took(measured, ov.version)
             if not took:
                 self._record(EventKind.NOTE_ADDED, {
-                    "text": f"run #{info.id} under upgrade #{app.id} imported {ov['package']} {measured or '(none)'}, "
-                            f"not the overlay's {ov['version']}: the overlay did not take, so this run verifies nothing",
+                    "text": f"run #{info.id} under upgrade #{app.id} imported {ov.package} {measured or '(none)'}, "
+                            f"not the overlay's {ov.version}: the overlay did not take, so this run verifies nothing",
                     "about": f"#{info.id}"})
                 continue
             # the sample before: this check on this target under the same remedies but the overlay
@@ -140,21 +140,21 @@ class RunJudging:
             before = [r for r in st.runs.values() if r.target == info.target and r.probe == info.probe
                       and r.id != info.id and set(r.remedies) == others and r.state is not None
                       and self._experiment(r.params) == same]
-            showed = {r.id for r in before if any(m["id"] == ov["issue"] for m in st.known_for_run(r.id)["matches"])}
+            showed = {r.id for r in before if any(m["id"] == ov.issue for m in st.known_for_run(r.id)["matches"])}
             if not showed:
-                if others and any(any(m["id"] == ov["issue"] for m in st.known_for_run(r.id)["matches"])
+                if others and any(any(m["id"] == ov.issue for m in st.known_for_run(r.id)["matches"])
                                   for r in st.runs.values() if r.target == info.target and r.probe == info.probe):
                     names = ", ".join(f"{a.remedy} #{a.id}" for a in st.applications.values() if a.digest in others)
                     self._record(EventKind.NOTE_ADDED, {
                         "text": f"run #{info.id} ran under upgrade #{app.id} and {names}: no run of {info.probe} "
-                                f"under {names} alone showed {ov['issue']}, so it says nothing of the upgrade "
+                                f"under {names} alone showed {ov.issue}, so it says nothing of the upgrade "
                                 f"(revert {names} to judge the upgrade alone)",
                         "about": f"#{info.id}"})
                 continue  # this check never showed the issue here in these remedies: it says nothing of a fix
-            entry = self.known.get(ov["issue"])
-            asked = self._ask_again(entry, ov["issue"], info, seen)
-            done = {v["hypothesis"] for v in app.verifications if v["run"] == info.id}
-            for hyp in ov.get("explains") or [None]:
+            entry = self.known.get(ov.issue)
+            asked = self._ask_again(entry, ov.issue, info, seen)
+            done = {v.hypothesis for v in app.verified if v.run == info.id}
+            for hyp in ov.explains or [None]:
                 if hyp in done:
                     continue  # the probe's own rules verified it already (_judge)
                 # a failure before, for this hypothesis: a run that showed the issue and, where this
@@ -168,11 +168,11 @@ class RunJudging:
                 for r in before:
                     f, t = self._sample(r.result, r.id in failed_runs)
                     f_before, t_before = f_before + f, t_before + t
-                base = {"application": app.id, "run": info.id, "hypothesis": hyp, "issue": ov["issue"],
+                base = {"application": app.id, "run": info.id, "hypothesis": hyp, "issue": ov.issue,
                         "imported": measured}
                 if asked is None or isinstance(asked, str):
-                    why = asked or (f"nothing to verify: {ov['issue']} has no signature or rule, so its versions alone "
-                                    f"matched it before; leaving {ov.get('affected')} is all they say, never a fix")
+                    why = asked or (f"nothing to verify: {ov.issue} has no signature or rule, so its versions alone "
+                                    f"matched it before; leaving {ov.affected if ov.has('affected') else None} is all they say, never a fix")
                     self._record(EventKind.APPLICATION_VERIFIED, {
                         **base, "outcome": NOTHING_TO_VERIFY, "before": [f_before, t_before], "after": [0, 0],
                         "strong": False, "strength": why, "needed": 0})

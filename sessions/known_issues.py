@@ -33,26 +33,26 @@ def _measured_here(ws: Workspace, target: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     with ws.open(path) as inv:
         for app in inv.state.applications.values():
-            ov = app.overlay
+            ov = app.upgrade
             if ov is None or app.target != target:
                 continue
             grouped: dict[tuple[str, str], list[str]] = {}  # one line per run and finding, hypotheses together
-            for v in app.verifications:
-                imported = v.get("imported") or ov["version"]
-                how = v.get("strength") or ("strong" if v.get("strong", True) else "weak")
-                if v["outcome"] == "fixed":
-                    word = "fixed here" if v.get("strong", True) else "fixed here, weak"
-                elif v["outcome"] == "not_fixed":
+            for v in app.verified:
+                imported = v.imported or ov.version
+                how = v.strength or ("strong" if v.strong else "weak")
+                if v.outcome == "fixed":
+                    word = "fixed here" if v.strong else "fixed here, weak"
+                elif v.outcome == "not_fixed":
                     word = "not fixed here"
                 else:
                     word = "nothing verified here"
                 held = describe_contents(ov, short=True)
-                head = (f"{word} by upgrade #{app.id} ({ov['package']} {imported} imported"
+                head = (f"{word} by upgrade #{app.id} ({ov.package} {imported} imported"
                         f"{'; the overlay: ' + held if held else ''}"
-                        f"{'' if app.active else ', reverted since'}), run #{v['run']}")
+                        f"{'' if app.active else ', reverted since'}), run #{v.run}")
                 names = grouped.setdefault((head, how), [])
-                if v.get("hypothesis") and v["hypothesis"] not in names:
-                    names.append(v["hypothesis"])
+                if v.hypothesis and v.hypothesis not in names:
+                    names.append(v.hypothesis)
             for (head, how), names in grouped.items():
-                out.setdefault(ov["issue"], []).append(f"{head}{' for ' + ', '.join(names) if names else ''}: {how}")
+                out.setdefault(ov.issue, []).append(f"{head}{' for ' + ', '.join(names) if names else ''}: {how}")
     return out

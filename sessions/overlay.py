@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..hypotheses import PreRunCheck, check_key
 from ..hypotheses.known import KnownIssue, version_of
+from ..hypotheses.stored import Overlay
 from ..probes import ProgramSpec, Runner, Target, execute
 from ..probes.far import program
 from ..probes.far.common import canonical
@@ -44,8 +45,8 @@ def _source() -> str:
 
 def overlay_prefix(inv: Investigation, target: str) -> tuple[str, ...]:
     """The active overlays' site directories on *target*, newest first."""
-    apps = [a for a in inv.state.applications.values() if a.active and a.target == target and a.overlay]
-    return tuple(a.overlay["site"] for a in reversed(apps) if a.overlay)
+    apps = [a for a in inv.state.applications.values() if a.active and a.target == target]
+    return tuple(a.upgrade.site for a in reversed(apps) if a.upgrade is not None)
 
 
 def with_overlay(spec: ProgramSpec, prefix: tuple[str, ...]) -> ProgramSpec:
@@ -105,17 +106,17 @@ def describe_plan(plan: dict[str, Any], package: str) -> str:
             f"{_names(others)}")
 
 
-def describe_contents(overlay: dict[str, Any], *, short: bool = False) -> str:
+def describe_contents(overlay: Overlay, *, short: bool = False) -> str:
     """What the overlay holds besides the package asked for: count, size, names (*short*: count
     and size only); '' where the install said nothing of it (an overlay made before sleuth
     listed them)."""
-    dists = overlay.get("distributions")
+    dists = overlay.distributions
     if dists is None:
         return ""
-    package = overlay["package"]
+    package = overlay.package
     asked, others = _split(dists, package)
-    total = overlay.get("bytes")
-    version = asked[0].get("version") if asked else overlay.get("version")
+    total = overlay.bytes
+    version = asked[0].get("version") if asked else overlay.version
     if not others:
         return f"{package} {version} alone ({_size(total)})" if short else \
             f"the overlay holds {package} {version} alone ({_size(total)})"
@@ -129,7 +130,7 @@ def describe_contents(overlay: dict[str, Any], *, short: bool = False) -> str:
 
 def active_upgrade(inv: Investigation, target: str, issue: str) -> Any:
     for app in inv.state.applications.values():
-        if app.active and app.target == target and app.overlay and app.overlay.get("issue") == issue:
+        if app.active and app.target == target and app.upgrade is not None and app.upgrade.issue == issue:
             return app
     return None
 
@@ -175,7 +176,7 @@ async def try_upgrade(
     already = active_upgrade(inv, target.name, entry.id)
     if already is not None:
         raise InvestigationError(f"{entry.id} is already being tried on {target.name} (application #{already.id}, "
-                                 f"{already.overlay['package']}=={already.overlay['version']}); revert it first: "
+                                 f"{already.upgrade.package}=={already.upgrade.version}); revert it first: "
                                  f"sleuth upgrade --revert {entry.id}")
     hypotheses = [h for h in entry.explains if h in inv.state.hypotheses]
     params = {"action": "make", "issue": entry.id, "package": entry.package, "version": want, "no_deps": no_deps,
@@ -239,7 +240,7 @@ async def remove_upgrade(inv: Investigation, target: Target, issue: str, *, runn
         raise InvestigationError(f"no active upgrade for {issue} on {target.name} (sleuth remedy list; "
                                  "sleuth replay --json lists the applications)")
     spec = ProgramSpec(probe=OVERLAY_PROBE, source=_source(), filename="overlay.py",
-                       params={"action": "remove", "path": app.overlay["path"]}, fork=False)
+                       params={"action": "remove", "path": app.upgrade.path}, fork=False)
 
     class _Keep:
         def __init__(self) -> None:
@@ -255,7 +256,7 @@ async def remove_upgrade(inv: Investigation, target: Target, issue: str, *, runn
     result = next((r for r in outcome.records if r.get("kind") == "result"), None)
     if outcome.classification != "completed" or result is None or not result.get("ok"):
         why = (result or {}).get("reason") or f"{outcome.classification}: {outcome.reason}"
-        raise InvestigationError(f"the overlay of application #{app.id} at {app.overlay['path']} on {target.name} was "
+        raise InvestigationError(f"the overlay of application #{app.id} at {app.upgrade.path} on {target.name} was "
                                  f"not removed ({why}); nothing recorded, the upgrade is still active")
     inv.record_revert(app.id)
     return app.id

@@ -234,13 +234,14 @@ def postmortem_markdown(st: InvestigationState, outputs: dict[int, str] | None =
         state = "active" if app.active else "reverted"
         lines.append(f"### {app.remedy} (#{app.id}, {state})")
         lines.append("")
-        if app.overlay is not None:
-            ov = app.overlay
-            lines += [f"`{ov['package']}=={ov['version']}` in an overlay at {ov['path']} on {app.target} (made by run "
-                      f"#{ov.get('install_run', '?')}), to try the fix of {ov['issue']}; the environment kept "
-                      f"{ov['package']} {ov.get('installed_before') or '(not installed)'} and was never written. "
+        if app.upgrade is not None:
+            ov = app.upgrade
+            made_by = ov.install_run if ov.has("install_run") else "?"
+            lines += [f"`{ov.package}=={ov.version}` in an overlay at {ov.path} on {app.target} (made by run "
+                      f"#{made_by}), to try the fix of {ov.issue}; the environment kept "
+                      f"{ov.package} {ov.installed_before or '(not installed)'} and was never written. "
                       + ("Removing the overlay reverted it." if not app.active else
-                         f"Revert: `sleuth upgrade --revert {ov['issue']} --target {app.target}`."), ""]
+                         f"Revert: `sleuth upgrade --revert {ov.issue} --target {app.target}`."), ""]
         for f in app.files:
             lines += [f"`{f['path']}` — sha256 {f['before_sha'][:12]} → {f['after_sha'][:12]}", "", "```diff", f.get("diff", "").rstrip("\n"), "```", ""]
     lines.append(f"_Written by sleuth on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC from {st.last_seq} events._")

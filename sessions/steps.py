@@ -66,13 +66,14 @@ def next_step(
     weak = st.weak_verification(h, target) if status == "supported" else None
     if weak is not None:
         app, v = weak
-        run = st.runs[v["run"]]
-        before, after = v.get("before", [0, 0]), v.get("after", [0, 1])
+        run = st.runs[v.run]
+        before = v.before if v.has("before") and v.before is not None else [0, 0]
+        after = v.after if v.has("after") and v.after is not None else [0, 1]
         return NextStep(
             "run", "r",
-            f"re-run {run.probe} with {v['needed']} trials under {app.remedy}: {after[1]} clean trial"
+            f"re-run {run.probe} with {v.needed} trials under {app.remedy}: {after[1]} clean trial"
             f"{'s' * (after[1] != 1)} after {before[0]} of {before[1]} failing before says little",
-            probe=run.probe, hypothesis=h, params={"trials": v["needed"]}, kind="verify",
+            probe=run.probe, hypothesis=h, params={"trials": v.needed}, kind="verify",
         )
     if status == "supported" and active:
         supporting = st.supporting_runs(h)

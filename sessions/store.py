@@ -40,12 +40,10 @@ if TYPE_CHECKING:
     from .capture import CaptureWriter
 
 from .errors import StoreError
-from .output_index import STREAMS, OutputIndex, OutputLine
+from .output_index import OutputIndex
 from .redact import Redactor
 
-# STREAMS and OutputLine are the output index's; named here too while capture.py,
-# sessions/__init__.py and app/mcp_server.py import them from this module.
-__all__ = ["Store", "StoreError", "OutputLine", "SCHEMA_VERSION", "STREAMS", "author_as", "clean_author", "set_author"]
+__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "author_as", "clean_author", "set_author"]
 
 SCHEMA_VERSION = 2
 FORMAT = "sleuth-session"

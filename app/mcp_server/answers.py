@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
+from ...hypotheses.stored import StateRead
 from ...sessions import Investigation
 from ..excerpt import DEFAULT_BUDGET, excerpt
 from ..timeline import run_changes, run_findings
@@ -299,12 +300,8 @@ def state_said(inv: Investigation, target: str) -> dict[str, Any]:
                        "the next probe_run reads it before it runs")
         return out
     state, _parts = known
-    env: dict[str, Any] = state.get("env") or {}
-    torch = env.get("torch")
-    dists: dict[str, Any] = env.get("distributions") or {}
-    versions = {"python": env.get("python"),
-                "torch": torch.get("version") if isinstance(torch, dict) else torch or dists.get("torch"),
-                "triton": dists.get("triton")}
+    read = StateRead.from_dict(state)
+    versions = {"python": read.python, "torch": read.torch_version, "triton": read.distributions.get("triton")}
     out.update({"known": True, "key": st.expected_state(target),
                 "versions": {k: v for k, v in versions.items() if v},
                 "remedies_active": [f"{a.remedy} #{a.id}" for a in st.applications.values()

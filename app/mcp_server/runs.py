@@ -11,8 +11,8 @@ from typing import Any
 
 from ...sessions import CheckAsk, CircularRetest, Investigation, request_for_check, resolve_check, run_fleet
 from ...sessions.checks import Declined, run_resolved
+from ...sessions.output_index import STREAMS
 from ...sessions.paging import line_total, matching_lines
-from ...sessions.store import STREAMS
 from ..errors import ProbesError, SessionError
 from ..excerpt import DEFAULT_BUDGET
 from .answers import OutputPage, RunAnswer, run_answer, state_said

@@ -10,7 +10,7 @@ print("fr functions:", [n for n in dir(c) if "trace" in n.lower()])
 P
 which py-spy || echo "no py-spy"
 W=$(mktemp -d); mkdir -p $W/hook/dumps
-cp $REPO/probes/hook_src.py $W/hook/sitecustomize.py
+cp $REPO/probes/far/hook.py $W/hook/sitecustomize.py
 cat > $W/job.py <<'J'
 import os, time, torch, torch.distributed as dist
 dist.init_process_group("nccl")

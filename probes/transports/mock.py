@@ -6,7 +6,7 @@ until killed (cancel and timeout paths), say the far end was lost, or the handle
 :class:`TransportError` for a hop that cannot be reached. :func:`probe_reply` writes the
 records a real probe would (``@@sleuth:<nonce> {json}``) for the nonce inside *stdin*.
 
-The real transports keep their own tests against a real sshd (tests/test_transport.py).
+The real transports keep their own tests against a real sshd (tests/integration/test_transport.py).
 """
 
 from __future__ import annotations
