@@ -12,14 +12,14 @@ from textual.binding import Binding
 
 from ....hypotheses import InvestigationState
 from ....sessions import (
+    CheckAsk,
     CircularRetest,
     Investigation,
-    check_run,
     request_for_probe,
     request_for_shell,
     run_fleet,
-    run_probe,
 )
+from ....sessions.checks import Declined, ResolvedCheck, run_resolved
 from ...errors import HypothesisError, ProbesError, SessionError
 from ...timeline import fleet_retest_prompt, retest_prompt
 from ...views import NextStep, Selection, next_step
@@ -189,30 +189,20 @@ class InvestigationScreen(RemedyActions):
 
     @work(group="runs")
     async def _run_worker(self, request: Any) -> None:
-        """Read the target's state, ask before a circular retest, then run and record."""
+        """Read the target's state, ask before a circular retest, then run and record: the
+        shared run path (sessions.checks.run_resolved) with the dialog as its retest policy."""
         target = self.app.target
-        try:
-            try:
-                check = await check_run(self.inv, target, request, runner=self.app.runner)
-            except (SessionError, ProbesError, HypothesisError) as exc:
-                self.notify(f"the run could not start: {exc}", severity="error", timeout=10)
-                return
-            force = False
-            if check.flagged:
-                headline, points, earlier, question = retest_prompt(self.state, check, self.app.clock())
-                self.refresh_all()  # the state read is in the timeline already
-                if not await self.app.push_screen_wait(RetestDialog(headline, points, earlier, question)):
-                    self.inv.decline_run(request.probe, request.params, target.name, check)
-                    self.notify("not run; the declined retest is in the timeline")
-                    self.refresh_all()
-                    return
-                force = True
-        finally:
+        resolved = ResolvedCheck(CheckAsk(target=target.name), target, None)  # the request is made already
+
+        async def ask(flag: CircularRetest) -> bool:
             self._starting = False
-        self._cancel = asyncio.Event()
-        self.live_started = time.monotonic()
+            headline, points, earlier, question = retest_prompt(self.state, flag.check, self.app.clock())
+            self.refresh_all()  # the state read is in the timeline already
+            return bool(await self.app.push_screen_wait(RetestDialog(headline, points, earlier, question)))
 
         def started(run: int) -> None:
+            self._starting = False
+            self.live_started = time.monotonic()
             self.live_run = run
             self._progress = None
             self.refresh_all()
@@ -222,11 +212,10 @@ class InvestigationScreen(RemedyActions):
             if rec.get("kind") == "progress" and rec.get("said"):
                 self._progress = str(rec["said"])
 
+        self._cancel = asyncio.Event()
         try:
-            report = await run_probe(
-                self.inv, target, request, force=force, cancel=self._cancel, runner=self.app.runner,
-                on_start=started, on_record=heard, check=check,
-            )
+            report = await run_resolved(self.inv, resolved, self.app.config, on_retest=ask, request=request,
+                                        cancel=self._cancel, runner=self.app.runner, on_start=started, on_record=heard)
         except CircularRetest as flag:  # another writer ran it meanwhile
             self.notify(f"circular retest: {flag}", severity="warning")
             return
@@ -234,10 +223,15 @@ class InvestigationScreen(RemedyActions):
             self.notify(f"the run could not start: {exc}", severity="error", timeout=10)
             return
         finally:
+            self._starting = False
             finished, self.live_run = self.live_run, None
             self._cancel = None
             if finished is not None and self.shown_run == finished:
                 self.run_pane.view.poll()
+        if isinstance(report, Declined):
+            self.notify("not run; the declined retest is in the timeline")
+            self.refresh_all()
+            return
         info = self.state.runs[report.run]
         verdicts = [str(e) for e in self.state.verdict_per_hypothesis(report.run)]
         self.notify(f"#{report.run} {info.probe}: {info.classification}" + (" — " + ", ".join(verdicts) if verdicts else ""))
