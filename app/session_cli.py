@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..hypotheses import STATUS_GLYPHS, EventKind, InvestigationState
+from ..hypotheses import STATUS_GLYPHS, EventKind
 from ..probes import TEMPLATE, load_config
 from ..sessions import (
     ExchangeError,
@@ -25,7 +25,7 @@ from ..sessions import (
 )
 from ..sessions.paging import matching_lines
 from .errors import UsageError
-from .timeline import event_sentence
+from .timeline import narrated
 
 GLYPHS = STATUS_GLYPHS
 
@@ -224,12 +224,10 @@ def cmd_events(args: argparse.Namespace) -> int:
             _out([e.to_dict() for e in events])
             return 0
         t0 = events[0].ts if events else 0.0
-        st = InvestigationState()
-        for e in events:  # each in words, with the names the state has at that event
-            st.apply(e)
+        for e, said in narrated(events):
             stamp = time.strftime("%H:%M:%S", time.gmtime(e.ts - t0))
             by = f" by {e.author}" if e.author else ""
-            print(f"{e.seq:>5} +{stamp} {e.kind:<20} {event_sentence(e, st)}{by}")
+            print(f"{e.seq:>5} +{stamp} {e.kind:<20} {said}{by}")
     return 0
 
 

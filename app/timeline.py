@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from rich.text import Text
@@ -46,7 +46,7 @@ from ..hypotheses.records import Observation
 from ..hypotheses.verification import describe_verifications
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
 
-__all__ = ["event_sentence", "fleet_retest_prompt", "observation_sentence", "retest_prompt", "run_changes", "run_findings",
+__all__ = ["event_sentence", "fleet_retest_prompt", "narrated", "observation_sentence", "retest_prompt", "run_changes", "run_findings",
            "timeline_rows"]
 
 
@@ -351,6 +351,17 @@ def event_sentence(event: Event, st: InvestigationState) -> str:
     folded up to and including it (for the names of runs and remedies)."""
     said = _SENTENCES.get(event.kind)
     return said(event, st) if said is not None else str(event.kind)
+
+
+def narrated(events: Iterable[Event], keep: Callable[[Event], bool] = lambda _e: True) -> Iterator[tuple[Event, str]]:
+    """The event log in words (`sleuth events`, the MCP tool `events`): each event *keep*
+    takes, with its sentence told with the names the state had at that event (every event is
+    folded as the log is read; only the kept ones are put in words)."""
+    st = InvestigationState()
+    for e in events:
+        st.apply(e)
+        if keep(e):
+            yield e, event_sentence(e, st)
 
 
 def retest_prompt(st: InvestigationState, check: PreRunCheck, now: float) -> tuple[str, list[str], str, str]:

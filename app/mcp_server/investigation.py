@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...hypotheses import InvestigationState
 from ...hypotheses.known import load_known
 from ...probes import builtin_probes
 from ...sessions import measure_state
 from ...sessions.known_issues import known_rows
 from ..errors import HypothesisError, SessionError
-from ..timeline import event_sentence
+from ..timeline import narrated
 from ..views import investigation_next_step
 from .answers import Events, Hypotheses, Known, Status, Written, state_said
 from .tools import READS, TARGET_SAID, WRITES, Context, Sleuth, ToolError, hints, target_of, tool
@@ -56,14 +55,19 @@ def hypotheses(sl: Sleuth, ctx: Context = None) -> dict[str, Any]:  # type: igno
 def events(sl: Sleuth, after: int = 0, limit: int = 100, ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
     """The event log after event `after` (at most `limit`), each in words, with who wrote it
     (ui, cli, mcp:<client>)."""
+    most = max(1, min(limit, 1000))
     with sl.open(ctx) as inv:
-        st = InvestigationState()
-        out = []
-        for e in inv.store.events():
-            st.apply(e)
-            if e.seq > after and len(out) < max(1, min(limit, 1000)):
-                out.append({"seq": e.seq, "ts": e.ts, "kind": e.kind, "by": e.author, "said": event_sentence(e, st)})
-        return {"events": out, "last_event": st.last_seq, "more": st.last_seq > (out[-1]["seq"] if out else after)}
+        out: list[dict[str, Any]] = []
+        last = 0
+
+        def keep(e: Any) -> bool:
+            nonlocal last
+            last = e.seq  # the log's last event, as read now
+            return e.seq > after and len(out) < most
+
+        for e, said in narrated(inv.store.events(), keep):
+            out.append({"seq": e.seq, "ts": e.ts, "kind": e.kind, "by": e.author, "said": said})
+        return {"events": out, "last_event": last, "more": last > (out[-1]["seq"] if out else after)}
 
 
 @tool(WRITES, Written, text="the note", about="a hypothesis id or a run (#N)")
