@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..probes import load_config
+from ..probes import Config, Target, load_config
 from ..probes.remedies import INSTALLED_FLAG, REMEDIES, RemedyPlan
 from ..sessions import RemedyError, TreePlan, Workspace
 from ..sessions.remedy_use import (
@@ -106,12 +106,18 @@ def _known_remedy(name: str) -> None:
         raise UsageError(f"unknown remedy {name!r}; remedies: {', '.join(sorted(REMEDIES))} (sleuth remedy list)")
 
 
-def cmd_preview(args: argparse.Namespace) -> int:
+def _asked(args: argparse.Namespace) -> tuple[Workspace, Config, Target, str]:
+    """What a remedy command names: the workspace, its config, the target, the path (default:
+    the target's code tree)."""
     _known_remedy(args.name)
     ws = Workspace.find()
     config = load_config(ws.config_path)
     target = config.target(args.target)
-    path = remedy_path(ws, target, args.path)
+    return ws, config, target, remedy_path(ws, target, args.path)
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    ws, config, target, path = _asked(args)
     with ws.open(args.session) as inv, one_line(path):
         plan = plan_at(inv, args.name, target, path, config, _shapes(args))
         _show(plan, args.json)
@@ -119,11 +125,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    _known_remedy(args.name)
-    ws = Workspace.find()
-    config = load_config(ws.config_path)
-    target = config.target(args.target)
-    path = remedy_path(ws, target, args.path)
+    ws, config, target, path = _asked(args)
     into = bool(getattr(args, "into_installed_package", False))
     with ws.open(args.session) as inv, one_line(path):
         plan = plan_at(inv, args.name, target, path, config, _shapes(args))

@@ -17,31 +17,10 @@ from ..hypotheses import (
     PreRunCheck,
     ago,
     describe_revisit,
+    payloads,
     what_differed,
 )
 from ..hypotheses.known import describe_left, describe_match, fix_words
-from ..hypotheses.payloads import (
-    ApplicationVerified,
-    BaselineMarked,
-    EvidenceRecorded,
-    FlagRaised,
-    FleetCompared,
-    FleetExpanded,
-    HypothesisAdded,
-    HypothesisRemoved,
-    InvestigationCreated,
-    KnownMatched,
-    LinkAdded,
-    NoteAdded,
-    RemedyApplied,
-    RemedyPreviewed,
-    RemedyReverted,
-    RunFinished,
-    RunStarted,
-    StateObserved,
-    SymptomAdded,
-    SymptomRemoved,
-)
 from ..hypotheses.records import Observation
 from ..hypotheses.verification import describe_verifications
 from .views import CLASS_STYLE, changes_text, clock, short_fields, verified_by
@@ -113,7 +92,7 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
     return [(ts, line, run, flagged) for ts, _seq, line, run, flagged in rows]
 
 
-def observation_sentence(seen: StateObserved) -> str:
+def observation_sentence(seen: payloads.StateObserved) -> str:
     """What a state read before a run told (``state.observed``): changed outside sleuth, back
     to an earlier state, the same state as a run; empty when it told nothing."""
     said = ""
@@ -196,34 +175,34 @@ def _probe_of(st: InvestigationState, run: Any) -> str:
 
 
 def _investigation_created(event: Event, st: InvestigationState) -> str:
-    return f"investigation started: {InvestigationCreated.of(event).title}"
+    return f"investigation started: {payloads.InvestigationCreated.of(event).title}"
 
 
 def _symptom_added(event: Event, st: InvestigationState) -> str:
-    sym = SymptomAdded.of(event)
+    sym = payloads.SymptomAdded.of(event)
     return f"symptom added: {sym.title or sym.id}"
 
 
 def _symptom_removed(event: Event, st: InvestigationState) -> str:
-    return f"symptom removed: {SymptomRemoved.of(event).id}"
+    return f"symptom removed: {payloads.SymptomRemoved.of(event).id}"
 
 
 def _hypothesis_added(event: Event, st: InvestigationState) -> str:
-    hyp = HypothesisAdded.of(event)
+    hyp = payloads.HypothesisAdded.of(event)
     return f"hypothesis added: {hyp.title or hyp.id}" + (" (catalog)" if hyp.source == "builtin" else "")
 
 
 def _hypothesis_removed(event: Event, st: InvestigationState) -> str:
-    return f"hypothesis removed: {HypothesisRemoved.of(event).id}"
+    return f"hypothesis removed: {payloads.HypothesisRemoved.of(event).id}"
 
 
 def _link_added(event: Event, st: InvestigationState) -> str:
-    link = LinkAdded.of(event)
+    link = payloads.LinkAdded.of(event)
     return f"linked {str(link.src).split(':', 1)[-1]} {link.kind} {str(link.dst).split(':', 1)[-1]}"
 
 
 def _run_started(event: Event, st: InvestigationState) -> str:
-    started = RunStarted.of(event)
+    started = payloads.RunStarted.of(event)
     params = ", ".join(f"{k}={v}" for k, v in sorted((started.params or {}).items()))
     retest = f" (a retest of #{started.retest_of}, run anyway)" if started.retest_of else ""
     return (f"run #{started.run} {started.probe} started on {started.target}" + (f" ({params})" if params else "")
@@ -231,7 +210,7 @@ def _run_started(event: Event, st: InvestigationState) -> str:
 
 
 def _run_finished(event: Event, st: InvestigationState) -> str:
-    finished = RunFinished.of(event)
+    finished = payloads.RunFinished.of(event)
     info = st.runs.get(finished.run)
     took = f" in {info.duration:.0f} s" if info is not None and info.duration is not None else ""
     reason = f": {finished.reason}" if finished.reason else ""
@@ -239,7 +218,7 @@ def _run_finished(event: Event, st: InvestigationState) -> str:
 
 
 def _evidence_recorded(event: Event, st: InvestigationState) -> str:
-    ev = EvidenceRecorded.of(event)
+    ev = payloads.EvidenceRecorded.of(event)
     said = f"{_probe_of(st, ev.run)} {ev.verdict} {ev.hypothesis}"
     fields = ev.fields or {}
     if ev.rule == "fleet: members disagree":
@@ -248,47 +227,47 @@ def _evidence_recorded(event: Event, st: InvestigationState) -> str:
 
 
 def _remedy_previewed(event: Event, st: InvestigationState) -> str:
-    preview = RemedyPreviewed.of(event)
+    preview = payloads.RemedyPreviewed.of(event)
     blocked = " (blocked)" if preview.blocked else ""
     return f"remedy {preview.remedy} previewed on {preview.path}{blocked}"
 
 
 def _remedy_applied(event: Event, st: InvestigationState) -> str:
-    applied = RemedyApplied.of(event)
+    applied = payloads.RemedyApplied.of(event)
     target = applied.target if applied.has("target") else None
     return f"remedy {applied.remedy} applied on {target} (application #{applied.application})"
 
 
 def _remedy_reverted(event: Event, st: InvestigationState) -> str:
-    reverted = RemedyReverted.of(event).application
+    reverted = payloads.RemedyReverted.of(event).application
     app = st.applications.get(reverted)
     return f"remedy {app.remedy if app else ''} #{reverted} reverted"
 
 
 def _application_verified(event: Event, st: InvestigationState) -> str:
-    verified = ApplicationVerified.of(event)
+    verified = payloads.ApplicationVerified.of(event)
     app = st.applications.get(verified.application)
     [said] = describe_verifications(app.remedy if app else "the remedy", verified.application, [verified.verification])
     return f"{_probe_of(st, verified.run)} {said}"
 
 
 def _flag_raised(event: Event, st: InvestigationState) -> str:
-    flag = FlagRaised.of(event)
+    flag = payloads.FlagRaised.of(event)
     return f"⚑ {flag.flag}: {flag.message}"
 
 
 def _note_added(event: Event, st: InvestigationState) -> str:
-    note = NoteAdded.of(event)
+    note = payloads.NoteAdded.of(event)
     return f"note: {note.text}" + (f" (about {note.about})" if note.about else "")
 
 
 def _baseline_marked(event: Event, st: InvestigationState) -> str:
-    baseline = BaselineMarked.of(event)
+    baseline = payloads.BaselineMarked.of(event)
     return f"{_probe_of(st, baseline.run)} marked as the baseline of {baseline.target}"
 
 
 def _state_observed(event: Event, st: InvestigationState) -> str:
-    seen = StateObserved.of(event)
+    seen = payloads.StateObserved.of(event)
     said = []
     if seen.changes:
         how = f"changed by {seen.by}" if seen.by else "changed outside sleuth"
@@ -301,7 +280,7 @@ def _state_observed(event: Event, st: InvestigationState) -> str:
 
 
 def _fleet_expanded(event: Event, st: InvestigationState) -> str:
-    fleet = FleetExpanded.of(event)
+    fleet = payloads.FleetExpanded.of(event)
     members: list[Any] = [m.get("name") for m in fleet.members]
     how = fleet.how if fleet.has("how") else None
     return f"fleet {fleet.fleet}: {len(members)} members ({how}): {', '.join(members[:8])}" + (
@@ -309,13 +288,13 @@ def _fleet_expanded(event: Event, st: InvestigationState) -> str:
 
 
 def _fleet_compared(event: Event, st: InvestigationState) -> str:
-    compared = FleetCompared.of(event)
+    compared = payloads.FleetCompared.of(event)
     probe = compared.probe if compared.has("probe") else None
     return f"fleet {compared.fleet} compared on {probe}: {Comparison.from_dict(event.data).headline()}"
 
 
 def _known_matched(event: Event, st: InvestigationState) -> str:
-    known = KnownMatched.of(event)
+    known = payloads.KnownMatched.of(event)
     said = [f"matched {m.id} ({m.package} {m.measured} in {m.affected}; {fix_words(m.to_dict())})"
             for m in known.matches]
     said += [f"{m.id} no longer applies: {m.why}" for m in known.left]

@@ -389,17 +389,8 @@ class AgentPool:
                 self.agents[target.name] = agent
             return agent
 
-    async def run(
-        self,
-        chain: HopChain,
-        program: bytes,
-        on_output: OnOutput,
-        *,
-        cancel: asyncio.Event | None = None,
-        timeout: float | None = None,
-        fork: bool = False,
-        environ: dict[str, str] | None = None,
-    ) -> ExitInfo:
+    async def run(self, chain: HopChain, program: bytes, on_output: OnOutput, *, cancel: asyncio.Event | None = None,
+                  timeout: float | None = None, fork: bool = False, environ: dict[str, str] | None = None) -> ExitInfo:
         target = chain.target
         try:
             agent = await self.get(target)

@@ -193,16 +193,8 @@ class BrokerClient:
         finally:
             writer.close()
 
-    async def run(
-        self,
-        chain: HopChain,
-        program: bytes,
-        on_output: OnOutput,
-        *,
-        cancel: asyncio.Event | None = None,
-        timeout: float | None = None,
-        fork: bool = False,
-    ) -> ExitInfo:
+    async def run(self, chain: HopChain, program: bytes, on_output: OnOutput, *, cancel: asyncio.Event | None = None,
+                  timeout: float | None = None, fork: bool = False) -> ExitInfo:
         try:
             reader, writer = await self._connect()
         except (BrokerError, OSError) as exc:

@@ -43,16 +43,8 @@ class Runner(Protocol):
     (the MockTransport of unit tests). Never raises for a transport fault: the
     :class:`ExitInfo` says what happened."""
 
-    async def run(
-        self,
-        chain: HopChain,
-        program: bytes,
-        on_output: OnOutput,
-        *,
-        cancel: asyncio.Event | None = None,
-        timeout: float | None = None,
-        fork: bool = False,
-    ) -> ExitInfo: ...
+    async def run(self, chain: HopChain, program: bytes, on_output: OnOutput, *, cancel: asyncio.Event | None = None,
+                  timeout: float | None = None, fork: bool = False) -> ExitInfo: ...
 
 
 class SessionRunner:
@@ -62,16 +54,8 @@ class SessionRunner:
     def __init__(self, pool: SshPool | None = None) -> None:
         self.pool = pool
 
-    async def run(
-        self,
-        chain: HopChain,
-        program: bytes,
-        on_output: OnOutput,
-        *,
-        cancel: asyncio.Event | None = None,
-        timeout: float | None = None,
-        fork: bool = False,
-    ) -> ExitInfo:
+    async def run(self, chain: HopChain, program: bytes, on_output: OnOutput, *, cancel: asyncio.Event | None = None,
+                  timeout: float | None = None, fork: bool = False) -> ExitInfo:
         own = transport_for(chain, self.pool)
         try:
             return await run_process(own, chain, program, on_output, cancel=cancel, timeout=timeout)

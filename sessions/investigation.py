@@ -287,22 +287,12 @@ class Investigation(RunJudging):
 
     # ------------------------------------------------------------ runs
 
-    def check_before_run(
-        self,
-        probe: str,
-        params: Mapping[str, Any],
-        target: str,
-        *,
-        state: Mapping[str, Any] | None = None,
-        definition: Mapping[str, Any] | None = None,
-        unknown: str | None = None,
-        stochastic: bool = False,
-    ) -> PreRunCheck:
-        """See :meth:`InvestigationState.check_before_run`: measured when *state* (or
-        *unknown*) is given, predicted otherwise."""
+    def check_before_run(self, probe: str, params: Mapping[str, Any], target: str, **given: Any) -> PreRunCheck:
+        """:meth:`InvestigationState.check_before_run` (its keywords: state, definition, unknown,
+        stochastic) on the session as it is now, other writers' events folded first: measured
+        when *state* (or *unknown*) is given, predicted otherwise."""
         self.follow()
-        return self.state.check_before_run(probe, params, target, state=state, definition=definition, unknown=unknown,
-                                           stochastic=stochastic)
+        return self.state.check_before_run(probe, params, target, **given)
 
     def observe_state(self, target: str, check: PreRunCheck) -> int | None:
         """Record the state read before a run when it tells something: the target changed

@@ -18,10 +18,9 @@ PROBE = {
 
 if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
     import os
+    import runpy
 
-    _far = {}
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py")) as _fh:
-        exec(compile(_fh.read(), _fh.name, "exec"), _far)
+    _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
     emit = _far["emit"]
     params = dict(PROBE["params"])
 

@@ -110,16 +110,8 @@ class Transport(ABC):
         """Release what the transport holds open (connections); nothing by default."""
         return None
 
-    async def run(
-        self,
-        chain: HopChain,
-        program: bytes,
-        on_output: OnOutput,
-        *,
-        cancel: asyncio.Event | None = None,
-        timeout: float | None = None,
-        fork: bool = False,
-    ) -> ExitInfo:
+    async def run(self, chain: HopChain, program: bytes, on_output: OnOutput, *, cancel: asyncio.Event | None = None,
+                  timeout: float | None = None, fork: bool = False) -> ExitInfo:
         """One run through this transport (:func:`run_process`): every transport is a
         :class:`~sleuth.probes.runner.Runner` (the MockTransport of unit tests, too)."""
         return await run_process(self, chain, program, on_output, cancel=cancel, timeout=timeout, fork=fork)
