@@ -315,7 +315,7 @@ def cmd_target_show(args: argparse.Namespace) -> int:
         pid = args.probe or "target-check"
         from ..probes import ProgramSpec
 
-        program = build_program(ProgramSpec(probe=pid, source=probes[pid].source), new_nonce())
+        program = build_program(ProgramSpec(probe=pid, source=probes[pid].source, parts=probes[pid].part_sources), new_nonce())
         note = f"the program on stdin: prelude + probe {pid} ({len(program):,} bytes, never quoted)"
     print(f"target {target.name}: {target.describe()}  ({target.origin})")
     for i, hop in enumerate(chain.hops(note), 1):

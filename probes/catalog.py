@@ -39,6 +39,8 @@ class ProbeDef:
     analysis: str | None = None  # what sleuth reads from the records into the result ("stacks": hypotheses/hang/)
     # params with no default that fits every project (the user's entry script): a run needs them set
     required: tuple[str, ...] = ()
+    # files beside the probe sent before it and run in its namespace (a long probe's parts)
+    parts: tuple[Path, ...] = ()
 
     def missing(self, params: dict[str, Any]) -> list[str]:
         """The required params (the user's entry script) that *params* and the defaults leave unset."""
@@ -48,6 +50,11 @@ class ProbeDef:
     @property
     def source(self) -> str:
         return self.path.read_text(encoding="utf-8")
+
+    @property
+    def part_sources(self) -> tuple[tuple[str, str], ...]:
+        """Each part's file name and text, in the order they run."""
+        return tuple((p.name, p.read_text(encoding="utf-8")) for p in self.parts)
 
 
 def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
@@ -65,6 +72,10 @@ def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
                 raise ProbeError(f"{path}:{node.lineno}: PROBE must be a literal dict") from None
     if not meta and default_id is None:
         raise ProbeError(f"{path}: no PROBE = {{...}} literal with an id")
+    parts = tuple(path.parent / str(name) for name in meta.get("parts", ()))
+    for part in parts:
+        if not part.is_file():
+            raise ProbeError(f"{path}: PROBE's part {part.name} is not a file beside it")
     return ProbeDef(
         id=meta.get("id", default_id or path.stem),
         title=meta.get("title", path.stem),
@@ -79,6 +90,7 @@ def probe_from_file(path: Path, default_id: str | None = None) -> ProbeDef:
         stochastic=bool(meta.get("stochastic", False)),
         analysis=meta.get("analysis"),
         required=tuple(meta.get("required", ())),
+        parts=parts,
     )
 
 

@@ -42,6 +42,7 @@ class ProgramSpec:
     # never forked from an agent, whose imports would hide the overlay's packages
     path_prefix: tuple[str, ...] = ()
     hook: bool = False  # a shell command's Python processes get sleuth's stack-dump hook (probes/far/hook.py)
+    parts: tuple[tuple[str, str], ...] = ()  # (file name, text): run before the probe, in its namespace
 
 
 def build_program(spec: ProgramSpec, nonce: str) -> bytes:
@@ -59,6 +60,8 @@ def build_program(spec: ProgramSpec, nonce: str) -> bytes:
     }
     if spec.hook:
         config["hook"] = program("hook")
+    if spec.parts:
+        config["parts"] = [list(part) for part in spec.parts]
     payload = json.dumps(config, ensure_ascii=True)
     return (PRELUDE + f"\n_sleuth_main(_json.loads({payload!r}))\n").encode("utf-8")
 

@@ -107,7 +107,8 @@ def request_for_probe(inv: Investigation, probe: ProbeDef, target: Target, param
         if base is not None and isinstance(base.result.get("fingerprint"), dict):
             baseline = base.result["fingerprint"]
             merged["baseline_run"] = base.id
-    spec = ProgramSpec(probe=probe.id, source=probe.source, filename=str(probe.path.name), params=runtime, fork=probe.fork)
+    spec = ProgramSpec(probe=probe.id, source=probe.source, filename=str(probe.path.name), params=runtime, fork=probe.fork,
+                       parts=probe.part_sources)
     kind = "probe" if probe.path.parent.name == "scripts" else "script"
     name = probe.id if kind == "probe" else f"script:{probe.path.name}"
     return RunRequest(name, kind, spec, merged, probe.timeout, baseline, bool(probe.baseline), probe.stochastic,

@@ -177,6 +177,8 @@ def _sleuth_run_probe(config, emit):
     exit_code = 0
     ok = True
     try:
+        for name, text in config.get("parts") or ():  # a long probe's parts, in its namespace first
+            exec(compile(text, name, "exec"), namespace)
         exec(compile(config["source"], config["filename"], "exec"), namespace)
     except SystemExit as exc:
         code = exc.code

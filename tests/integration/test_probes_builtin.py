@@ -117,3 +117,28 @@ def test_without_torch_the_torch_probes_fail_and_say_why(here, tmp_path):
         data = run(here, *args)
         assert data["classification"] == "failed" and words in data["reason"], data["reason"]
         assert data["evidence"] == []
+
+
+def test_a_probes_parts_run_first_in_its_namespace_and_a_missing_part_is_said(tmp_path):
+    """A long probe in parts (stacks.py and its _stacks_proc.py): each part beside it is sent
+    before it and run in its namespace, under its own file name; a part that is not there is
+    refused when the probe is read, with the file that names it."""
+    import subprocess
+    import sys
+
+    from sleuth.probes import ProbeError, ProgramSpec, build_program, probe_from_file
+
+    (tmp_path / "_helper.py").write_text("def helped():\n    return 'from the part'\n")
+    (tmp_path / "p.py").write_text('PROBE = {"id": "p", "parts": ["_helper.py"]}\nemit("result", said=helped())\n')
+    probe = probe_from_file(tmp_path / "p.py")
+    assert [name for name, _text in probe.part_sources] == ["_helper.py"]
+    program = build_program(ProgramSpec(probe="p", source=probe.source, filename="p.py", parts=probe.part_sources),
+                            "n0nce")
+    ran = subprocess.run([sys.executable, "-"], input=program, capture_output=True, timeout=60)
+    records = [json.loads(line.split(b" ", 1)[1]) for line in ran.stdout.splitlines() if line.startswith(b"@@sleuth:n0nce ")]
+    assert {"kind": "result", "said": "from the part"}.items() <= next(r for r in records if r["kind"] == "result").items(), records
+    (tmp_path / "q.py").write_text('PROBE = {"id": "q", "parts": ["_gone.py"]}\n')
+    with pytest.raises(ProbeError, match=r"q\.py: PROBE's part _gone\.py is not a file beside it"):
+        probe_from_file(tmp_path / "q.py")
+    stacks = probe_from_file(Path(__file__).parents[2] / "probes" / "scripts" / "stacks.py")
+    assert [name for name, _text in stacks.part_sources] == ["_stacks_proc.py"]

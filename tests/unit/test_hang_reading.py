@@ -97,9 +97,14 @@ def test_a_rank_is_said_to_be_elsewhere_only_when_something_shows_another_node()
 
 
 def _stacks_namespace() -> dict:
-    src = (Path(__file__).parents[2] / "probes" / "scripts" / "stacks.py").read_text()
+    """stacks.py's names as the prelude makes them: its parts run first, in the same namespace."""
+    from sleuth.probes import builtin_probes
+
+    probe = builtin_probes()["stacks"]
     ns: dict = {"emit": lambda *a, **k: None, "params": {}}
-    exec(compile(src.replace("\nmain()\n", "\n"), "stacks.py", "exec"), ns)
+    for name, text in probe.part_sources:
+        exec(compile(text, name, "exec"), ns)
+    exec(compile(probe.source.replace("\nmain()\n", "\n"), "stacks.py", "exec"), ns)
     return ns
 
 
@@ -384,9 +389,7 @@ def test_a_stopped_rank_among_the_same_python_frames_is_the_odd_one():
 
 
 def test_python_dash_m_ranks_have_a_main_thread_in_the_hooks_dump():
-    src = (Path(__file__).parents[2] / "probes" / "scripts" / "stacks.py").read_text()
-    ns: dict = {"emit": lambda *a, **k: None, "params": {}}
-    exec(compile(src.replace("\nmain()\n", "\n"), "stacks.py", "exec"), ns)
+    ns = _stacks_namespace()
     dump = ('Current thread 0x00007f00 (most recent call first):\n  File "/job/train.py", line 40 in step\n'
             '  File "/job/train.py", line 90 in <module>\n  File "<frozen runpy>", line 88 in _run_code\n'
             '  File "<frozen runpy>", line 198 in _run_module_as_main\n')
@@ -411,9 +414,7 @@ def test_a_host_thread_waiting_on_the_gpu_is_read_as_cuda_sync_not_a_collective(
 
 
 def test_a_spawned_rank_is_torchs_own_i_and_no_other_local_is_kept():
-    src = (Path(__file__).parents[2] / "probes" / "scripts" / "stacks.py").read_text()
-    ns: dict = {"emit": lambda *a, **k: None, "params": {}}
-    exec(compile(src.replace("\nmain()\n", "\n"), "stacks.py", "exec"), ns)
+    ns = _stacks_namespace()
     user = {"name": "main", "filename": "/job/train.py", "line": 40,
             "locals": [{"name": "rank", "repr": "2"}, {"name": "world_size", "repr": "8"}, {"name": "token", "repr": "'s3cret'"}]}
     wrap = {"name": "_wrap", "filename": "/v/lib/python3.11/site-packages/torch/multiprocessing/spawn.py", "line": 87,
@@ -435,9 +436,7 @@ def test_a_spawned_process_whose_rank_read_fails_is_read_again_and_never_said_to
     said "1 is elsewhere (another node)" of a process on this machine. A failed read is read again;
     one still unread is kept as the job's own process here, with why. The py-spy here is a stand-in
     script (this layer's unit test; the real py-spy reads the real spawn job below)."""
-    src = (Path(__file__).parents[2] / "probes" / "scripts" / "stacks.py").read_text()
-    ns: dict = {"emit": lambda *a, **k: None, "params": {}}
-    exec(compile(src.replace("\nmain()\n", "\n"), "stacks.py", "exec"), ns)
+    ns = _stacks_namespace()
     ns["torch_mapped"] = lambda pid: True
     calls = tmp_path / "calls"
     spy = tmp_path / "py-spy"
