@@ -196,6 +196,19 @@ def make_project(tmp_path: Path):
     return make
 
 
+@pytest.fixture
+def ws(tmp_path: Path):
+    """A UI test's workspace: a project with one investigation whose symptom is the seed's
+    fx-trace-error (its catalog hypotheses open)."""
+    from support.ui_sessions import make_workspace
+
+    ws = make_workspace(tmp_path / "proj")
+    inv = ws.create("ui test")
+    inv.add_symptom("fx-trace-error")
+    inv.close()
+    return ws
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory):
     """Real OpenSSH servers (jump + gpu host with a pct stand-in) for the whole test session."""

@@ -21,15 +21,6 @@ BIN = Path(shutil.which("sleuth") or Path(sys.executable).with_name("sleuth")).p
 wait_runs = settle
 
 
-@pytest.fixture
-def ws(tmp_path: Path):
-    ws = make_workspace(tmp_path / "proj")
-    inv = ws.create("ui test")
-    inv.add_symptom("fx-trace-error")
-    inv.close()
-    return ws
-
-
 @pytest.mark.slow
 async def test_run_a_probe_see_output_and_classification_then_the_retest_question(ws):
     app = SleuthApp.live(ws)

@@ -16,15 +16,6 @@ from support.ui_sessions import make_workspace, recorded_hunt
 from textual.widgets import Input, OptionList, Static
 
 
-@pytest.fixture
-def ws(tmp_path: Path):
-    ws = make_workspace(tmp_path / "proj")
-    inv = ws.create("ui test")
-    inv.add_symptom("fx-trace-error")
-    inv.close()
-    return ws
-
-
 @pytest.mark.slow
 async def test_search_finds_a_line_in_a_100000_line_run(ws):
     with ws.open() as inv:
