@@ -6,23 +6,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+
+from .output_index import OutputIndex, OutputLine
 
 __all__ = ["BLOCK_LINES", "line_total", "matching_lines"]
 
 BLOCK_LINES = 10_000  # lines read from the store at a time
 
 
-def line_total(store: Any, run: int, stream: str | None = None) -> int:
+def line_total(store: OutputIndex, run: int, stream: str | None = None) -> int:
     """How many lines the run's output has: of *stream*, or of both."""
     counts: dict[str, int] = store.output_summary(run)["lines"]
     return counts[stream] if stream else sum(counts.values())
 
 
-def matching_lines(store: Any, run: int, start: int = 0, stream: str | None = None,
-                   pattern: re.Pattern[str] | None = None) -> Iterator[Any]:
+def matching_lines(store: OutputIndex, run: int, start: int = 0, stream: str | None = None,
+                   pattern: re.Pattern[str] | None = None) -> Iterator[OutputLine]:
     """The run's output lines from line *start* (0-based; of *stream*, else both as they came),
-    each an ``OutputLine``; with *pattern*, only the lines whose text (without its newline) it
+    each an :class:`OutputLine`; with *pattern*, only the lines whose text (without its newline) it
     matches. A consumer that has its page stops iterating; nothing past it is read."""
     total = line_total(store, run, stream)
     n = start
