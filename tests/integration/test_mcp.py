@@ -469,18 +469,11 @@ def test_http_binds_loopback_only(project):
 
 @pytest.mark.slow
 async def test_over_http_a_request_without_the_token_reaches_nothing(project):
-    import subprocess
-
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
-    from support.sshd_harness import free_port
+    from support.mcp import http_server
 
-    port = free_port()
-    token = "t0k-" + os.urandom(8).hex()
-    server = subprocess.Popen([SLEUTH, "mcp", "--http", "--port", str(port), "--no-agent"], cwd=project,
-                              env={**os.environ, "SLEUTH_MCP_TOKEN": token}, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
+    with http_server(project) as (url, token, stderr):
         async with httpx2.AsyncClient() as plain:
             for _ in range(100):
                 try:
@@ -510,10 +503,7 @@ async def test_over_http_a_request_without_the_token_reaches_nothing(project):
                 note = [n for n in inv.state.notes if n["text"] == f"over http, {mode}"][0]
                 assert inv.state.author(note["seq"]) == f"mcp:http-{mode}"
             assert token not in json.dumps([e.to_dict() for e in inv.store.events()])
-    finally:
-        server.terminate()
-        _out, err = server.communicate(timeout=10)
-    assert token not in err  # the token is never logged
+    assert token not in "".join(stderr)  # the token is never logged
 
 
 @pytest.mark.slow

@@ -14,16 +14,14 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sleuth import __version__
 from support.cli import SLEUTH
-from support.sshd_harness import free_port
+from support.mcp import http_server
 
 INSPECTOR = Path(__file__).parents[1] / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
 
@@ -113,17 +111,7 @@ def test_the_inspector_cli_on_the_2026_07_28_revision_over_stdio_and_http(projec
     assert data["refused"] == "circular-retest" and data["earlier_run"] == first["structuredContent"]["run_id"]
     assert "the earlier run's answer" in again["content"][0]["text"]
 
-    port = free_port()
-    token = "t0k-" + os.urandom(8).hex()
-    http = subprocess.Popen([SLEUTH, "mcp", "--http", "--port", str(port), "--no-agent"], cwd=project,
-                            env={**os.environ, "SLEUTH_MCP_TOKEN": token}, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        for _ in range(200):  # until uvicorn listens
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+    with http_server(project) as (url, token, stderr):
         authed = [url, "--header", f"Authorization: Bearer {token}"]
         for era, version in (("modern", "2026-07-28"), ("legacy", "2025-11-25")):
             rc, hello = inspect(project, "initialize", era=era, server=authed)
@@ -136,7 +124,4 @@ def test_the_inspector_cli_on_the_2026_07_28_revision_over_stdio_and_http(projec
                                "--method", "tools/list", "--stored-auth-only"],
                               capture_output=True, text=True, timeout=120)
         assert bare.returncode != 0 and "probe_run" not in bare.stdout, bare.stdout
-    finally:
-        http.terminate()
-        _out, err = http.communicate(timeout=10)
-    assert token not in err
+    assert token not in "".join(stderr)
