@@ -1,6 +1,7 @@
 """The far end as one family (probes/far/): one loader gives every program sent as text, each
-parses with Python 3.8's grammar, the helper part is the prelude's head, and the secret-name
-rule of the far end is the store's (sessions/redact.py)."""
+parses with Python 3.8's grammar and needs nothing newer (vermin reads the standard library's
+modules and members too), the helper part is the prelude's head, and the secret-name rule of the
+far end is the store's (sessions/redact.py)."""
 
 from __future__ import annotations
 
