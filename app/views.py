@@ -113,50 +113,90 @@ def run_label(st: InvestigationState, run_id: int) -> Text:
 
 
 def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = None) -> Text:
-    """The detail pane for the selection."""
-    text = Text()
+    """The detail pane for the selection: a symptom, a run, or a hypothesis (with the probe or
+    remedy selected under it), each said by the section functions below, top to bottom."""
     if sel.kind == "symptom" and sel.id in st.symptoms:
-        sym = st.symptoms[sel.id]
-        text.append(f"symptom · {sym.title}\n", style="bold")
-        if sym.text:
-            text.append(sym.text + "\n", style="red")
-        explained = [h for h, hyp in st.hypotheses.items() if sel.id in hyp.explains]
-        text.append("\nexplained by: ", style="dim")
-        text.append(", ".join(f"{st.hypotheses[h].title} ({st.status(h)})" for h in explained) or "nothing yet")
-        return text
+        return _symptom_text(st, sel.id)
     h = sel.hypothesis or (sel.id if sel.kind == "hypothesis" else None)
     if h is None or h not in st.hypotheses:
         if sel.kind == "run" and sel.run in st.runs:
-            run = st.runs[sel.run]
-            text.append(f"run #{run.id} · {run.probe} on {run.target}\n", style="bold")
-            text.append(f"{run.classification or 'running'}: {run.reason}\n")
-            if isinstance(run.result.get("per_rank"), list):
-                text.append_text(ranks_table(run.result))
-            known = st.known_for_run(run.id)
-            for m in known["matches"]:
-                text.append("ⓚ " + describe_match(m) + "\n", style="blue")
-            for m in known["left"]:
-                text.append("ⓚ " + describe_left(m) + "\n", style="blue")
-            if step is not None and step.action != "none":
-                text.append("next:     ", style="bold dim")
-                text.append(step.text, style="bold")
-                text.append(f"  [{step.key}]\n", style="bold cyan")
-            return text
+            return _run_text(st, sel.run, step)
+        text = Text()
         text.append("Select a symptom or a hypothesis on the left.", style="dim")
         return text
-    hyp = st.hypotheses[h]
-    status = st.status(h)
-    parent = st.parent(h)
-    if sel.kind == "probe":  # say what is selected: the probe, and the hypothesis it tests
+    text = _selected_text(st, sel, h)
+    for section in (_hypothesis_text(st, h, sel), _evidence_text(st, h), _known_text(st, h), _remedies_text(st, h)):
+        text.append_text(section)
+    for f in st.flags:
+        if f.hypothesis == h:
+            text.append(f"⚑ {f.kind}: {f.message}\n", style="yellow")
+    if step is not None:
+        text.append_text(_next_text(step))
+    return text
+
+
+def _symptom_text(st: InvestigationState, symptom: str) -> Text:
+    sym = st.symptoms[symptom]
+    text = Text()
+    text.append(f"symptom · {sym.title}\n", style="bold")
+    if sym.text:
+        text.append(sym.text + "\n", style="red")
+    explained = [h for h, hyp in st.hypotheses.items() if symptom in hyp.explains]
+    text.append("\nexplained by: ", style="dim")
+    text.append(", ".join(f"{st.hypotheses[h].title} ({st.status(h)})" for h in explained) or "nothing yet")
+    return text
+
+
+def _run_text(st: InvestigationState, run_id: int, step: NextStep | None) -> Text:
+    run = st.runs[run_id]
+    text = Text()
+    text.append(f"run #{run.id} · {run.probe} on {run.target}\n", style="bold")
+    text.append(f"{run.classification or 'running'}: {run.reason}\n")
+    if isinstance(run.result.get("per_rank"), list):
+        text.append_text(ranks_table(run.result))
+    known = st.known_for_run(run.id)
+    for m in known["matches"]:
+        text.append("ⓚ " + describe_match(m) + "\n", style="blue")
+    for m in known["left"]:
+        text.append("ⓚ " + describe_left(m) + "\n", style="blue")
+    if step is not None and step.action != "none":
+        text.append("next:     ", style="bold dim")
+        text.append(step.text, style="bold")
+        text.append(f"  [{step.key}]\n", style="bold cyan")
+    return text
+
+
+def _next_text(step: NextStep) -> Text:
+    text = Text()
+    text.append("next:     ", style="bold dim")
+    text.append(step.text, style="bold")
+    if step.key:
+        text.append(f"  [{step.key}]", style="bold cyan")
+    text.append("\n")
+    return text
+
+
+def _selected_text(st: InvestigationState, sel: Selection, h: str) -> Text:
+    """What is selected under the hypothesis: a probe (and the hypothesis it tests) or a remedy."""
+    text = Text()
+    title = st.hypotheses[h].title
+    if sel.kind == "probe":
         runs = [r.id for r in st.runs.values() if r.probe == sel.id]
         text.append(f"probe ▷ {sel.id}", style="bold cyan")
-        text.append(f" · tests {hyp.title}" + (f" · runs {', '.join(f'#{r}' for r in runs[-5:])}" if runs else " · not run yet")
+        text.append(f" · tests {title}" + (f" · runs {', '.join(f'#{r}' for r in runs[-5:])}" if runs else " · not run yet")
                     + "\n", style="dim")
     elif sel.kind == "remedy":
         applied = [a for a in st.applications.values() if a.remedy == sel.id and a.active]
         text.append(f"remedy ✚ {sel.id}", style="bold cyan")
-        text.append(f" · addresses {hyp.title}" + (f" · applied (#{applied[-1].id})" if applied else " · not applied") + "\n",
+        text.append(f" · addresses {title}" + (f" · applied (#{applied[-1].id})" if applied else " · not applied") + "\n",
                     style="dim")
+    return text
+
+
+def _hypothesis_text(st: InvestigationState, h: str, sel: Selection) -> Text:
+    """The hypothesis: its parent, title and status, its claim, where it came from, what its probes predict."""
+    hyp, status, parent = st.hypotheses[h], st.status(h), st.parent(h)
+    text = Text()
     text.append(f"{st.hypotheses[parent].title} · " if parent else "", style="dim")
     text.append(hyp.title, style="bold")
     text.append(f"   {status.upper()} {GLYPHS[status]}\n", style=STATUS_STYLE[status] or "bold")
@@ -169,9 +209,15 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
             continue
         text.append("predicts: ", style="bold dim")
         text.append(f"{test.probe}: {test.predicts or '—'}\n")
-    entries = st.evidence.get(h, [])
+    return text
+
+
+def _evidence_text(st: InvestigationState, h: str) -> Text:
+    """The evidence, grouped by the state it was seen in (newest first), with what changed since
+    a baseline, then the history when the verdicts changed with the world."""
+    text = Text()
     text.append("evidence: ", style="bold dim")
-    if not entries:
+    if not st.evidence.get(h, []):
         text.append("none yet\n", style="dim")
     groups = evidence_by_state(st, h)
     for g, (first, group) in enumerate(groups):
@@ -193,6 +239,12 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
     if said:
         text.append("history:  ", style="bold dim")
         text.append(said + "\n", style="italic")
+    return text
+
+
+def _known_text(st: InvestigationState, h: str) -> Text:
+    """The known upstream issues matched for the hypothesis: applying now, or no longer."""
+    text = Text()
     for i, m in enumerate(st.known_for(h)):
         text.append("known:    " if i == 0 else "          ", style="bold dim")
         text.append(f"{m['id']} ", style="bold blue")
@@ -203,6 +255,13 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
             text.append(f"no longer applies on {m['target']} ({where}, then the versions left {m['affected']}) · "
                         f"{fix_words(m)}\n", style="dim")
         text.append(f"          {m['title']} — {m['source']}\n", style="dim")
+    return text
+
+
+def _remedies_text(st: InvestigationState, h: str) -> Text:
+    """The hypothesis's remedies (which are applied), and the upgrades made for its known issues."""
+    text = Text()
+    hyp = st.hypotheses[h]
     if hyp.remedies:
         text.append("remedies: ", style="bold dim")
         applied = {a.remedy: a for a in st.applications.values() if a.active}
@@ -216,15 +275,6 @@ def detail_text(st: InvestigationState, sel: Selection, step: NextStep | None = 
                         f"{' (reverted)' if not app.active else ''}"
                         f"{' · verified: ' + said[-1] if said else ' · not verified yet'}\n",
                         style="cyan" if app.active else "dim")
-    flags = [f for f in st.flags if f.hypothesis == h]
-    for f in flags:
-        text.append(f"⚑ {f.kind}: {f.message}\n", style="yellow")
-    if step is not None:
-        text.append("next:     ", style="bold dim")
-        text.append(step.text, style="bold")
-        if step.key:
-            text.append(f"  [{step.key}]", style="bold cyan")
-        text.append("\n")
     return text
 
 
