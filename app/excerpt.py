@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sessions import Store
+from ..sessions.output_index import OutputLine
 from .outline import Fold, FoldDetector, line_style, record_line
 
 _ERROR_HINTS = re.compile(r'rror|xception|Traceback|File "|FATAL|FAILED|Killed|fault|Interrupt|Exit|ailure|Timeout')
@@ -84,125 +85,163 @@ def _size(item: dict[str, Any]) -> int:
     return len(json.dumps(item, ensure_ascii=False).encode()) + 2
 
 
+class _Scan:
+    """One pass over a run's lines, keeping only the candidates of each tier (memory bounded
+    whatever the run's size): matches, errors with their context, each stream's tail, rare
+    lines, the head and the other plain lines, and the folds (dumps, repeats)."""
+
+    def __init__(self, pattern: re.Pattern[str] | None) -> None:
+        self.pattern = pattern
+        self.detector = FoldDetector()
+        self.folds: list[Fold] = []
+        self.matches: list[_Line] = []
+        self.match_count = 0
+        self.errors_first: list[_Line] = []
+        self.errors_last: deque[_Line] = deque(maxlen=_KEEP_ERRORS)
+        self.before: deque[_Line] = deque(maxlen=CONTEXT)
+        self.context: dict[int, _Line] = {}
+        self.tails: dict[str, deque[_Line]] = {"stdout": deque(maxlen=TAIL), "stderr": deque(maxlen=TAIL)}
+        self.head: list[_Line] = []
+        self.plain: deque[_Line] = deque(maxlen=_KEEP_PLAIN)
+        self.shapes: dict[str, int] = {}
+        self.first_of: dict[str, _Line] = {}  # a shape's first line while it is still rare
+        self.records = 0
+        self._starts: list[int] = []
+
+    def feed(self, block: list[OutputLine]) -> None:
+        self.folds += self.detector.feed(ln.text.rstrip("\n") for ln in block)
+        for ln in block:
+            if record_line(ln.text.rstrip("\n")) is not None:
+                self.records += 1
+                continue
+            self._line(_Line(ln.number, ln.stream, ln.text, ln.raw is None))
+
+    def _line(self, line: _Line) -> None:
+        text = line.text
+        self.tails[line.stream].append(line)
+        if self.pattern is not None and self.pattern.search(text):
+            self.match_count += 1
+            if len(self.matches) < 2_000:
+                self.matches.append(line)
+        if _is_error(text):
+            for prev in self.before:
+                self.context.setdefault(prev.n, prev)
+            (self.errors_first if len(self.errors_first) < _KEEP_ERRORS else self.errors_last).append(line)
+        elif text.strip():
+            shape = text[:200].translate(_DIGITS)
+            seen = self.shapes.get(shape)
+            if seen is not None:
+                self.shapes[shape] = seen + 1
+                if seen + 1 > _RARE:
+                    self.first_of.pop(shape, None)
+            elif len(self.shapes) < _KEEP_TEMPLATES:
+                self.shapes[shape] = 1
+                self.first_of[shape] = line
+            if len(self.head) < HEAD:
+                self.head.append(line)
+            else:
+                self.plain.append(line)
+        self.before.append(line)
+
+    def finish(self) -> None:
+        self.folds += self.detector.finish()
+        self.folds.sort(key=lambda f: f.start)
+        self._starts = [f.start for f in self.folds]
+
+    def folded(self, n: int) -> Fold | None:
+        i = bisect.bisect_right(self._starts, n) - 1
+        return self.folds[i] if i >= 0 and self.folds[i].start <= n < self.folds[i].end else None
+
+    def errors_in_order(self) -> list[_Line]:
+        """Each error with its context, the first errors and the last ones before the middle ones."""
+        with_context = []
+        for line in [*self.errors_first, *self.errors_last]:
+            with_context += [self.context[k] for k in range(line.n - CONTEXT, line.n) if k in self.context]
+            with_context.append(line)
+        return with_context[: 8 * (CONTEXT + 1)] + list(reversed(with_context[8 * (CONTEXT + 1):]))
+
+
+class _Picker:
+    """The lines chosen within the budget, tier by tier; the last chosen gives back first."""
+
+    GAP_ALLOWANCE = 40  # the omission marker a shown line may open (the last ones give back what is over)
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.chosen: dict[int, _Line] = {}
+        self.taken: list[int] = []  # in the order chosen: the last is the first to give back
+        self.used = 0
+
+    def take(self, lines: list[_Line], cap: int) -> bool:
+        """Add *lines* in order while the budget and this tier's *cap* allow; False once full."""
+        spent = 0
+        for line in lines:
+            if line.n in self.chosen:
+                continue
+            size = _size(line.shown()) + self.GAP_ALLOWANCE
+            if self.used + size > self.budget or spent + size > cap:
+                return False
+            self.chosen[line.n] = line
+            self.taken.append(line.n)
+            self.used += size
+            spent += size
+        return True
+
+    def fit(self, total: int, folds: list[Fold]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The shown lines and the items with their gaps said, within the budget: over by the
+        gaps' words, the line chosen last goes back."""
+        while True:
+            shown = [self.chosen[n].shown() for n in sorted(self.chosen)]
+            items = _with_gaps(shown, total, folds)
+            if sum(_size(i) for i in items) <= self.budget or not self.taken:
+                return shown, items
+            self.chosen.pop(self.taken.pop())
+
+
 def excerpt(store: Store, run: int, budget: int = DEFAULT_BUDGET, grep: str | None = None) -> dict[str, Any]:
     """The lines of *run* that matter, within *budget* bytes; see the module's words."""
     budget = max(MIN_BUDGET, min(int(budget), MAX_BUDGET))
     pattern = re.compile(grep) if grep else None
     summary = store.output_summary(run)
     total = summary["lines"]["stdout"] + summary["lines"]["stderr"]
-    detector = FoldDetector()
-    folds: list[Fold] = []
-    matches: list[_Line] = []
-    errors_first: list[_Line] = []
-    errors_last: deque[_Line] = deque(maxlen=_KEEP_ERRORS)
-    before: deque[_Line] = deque(maxlen=CONTEXT)
-    context: dict[int, _Line] = {}
-    tails: dict[str, deque[_Line]] = {"stdout": deque(maxlen=TAIL), "stderr": deque(maxlen=TAIL)}
-    head: list[_Line] = []
-    plain: deque[_Line] = deque(maxlen=_KEEP_PLAIN)
-    shapes: dict[str, int] = {}
-    first_of: dict[str, _Line] = {}  # a shape's first line while it is still rare
-    records = 0
-    match_count = 0
+    scan = _Scan(pattern)
     for start in range(0, total, _BLOCK):
-        block = store.lines(run, start, _BLOCK)
-        folds += detector.feed(ln.text.rstrip("\n") for ln in block)
-        for ln in block:
-            text = ln.text
-            if record_line(text.rstrip("\n")) is not None:
-                records += 1
-                continue
-            line = _Line(ln.number, ln.stream, text, ln.raw is None)
-            tails[ln.stream].append(line)
-            if pattern is not None and pattern.search(text):
-                match_count += 1
-                if len(matches) < 2_000:
-                    matches.append(line)
-            if _is_error(text):
-                for prev in before:
-                    context.setdefault(prev.n, prev)
-                (errors_first if len(errors_first) < _KEEP_ERRORS else errors_last).append(line)
-            elif text.strip():
-                shape = text[:200].translate(_DIGITS)
-                seen = shapes.get(shape)
-                if seen is not None:
-                    shapes[shape] = seen + 1
-                    if seen + 1 > _RARE:
-                        first_of.pop(shape, None)
-                elif len(shapes) < _KEEP_TEMPLATES:
-                    shapes[shape] = 1
-                    first_of[shape] = line
-                if len(head) < HEAD:
-                    head.append(line)
-                else:
-                    plain.append(line)
-            before.append(line)
-    folds += detector.finish()
-    folds.sort(key=lambda f: f.start)
-    starts = [f.start for f in folds]
-
-    def folded(n: int) -> Fold | None:
-        i = bisect.bisect_right(starts, n) - 1
-        return folds[i] if i >= 0 and folds[i].start <= n < folds[i].end else None
-
-    chosen: dict[int, _Line] = {}
-    taken: list[int] = []  # in the order chosen: the last is the first to give back
-    used = 0
-    gap_allowance = 40  # the omission marker a shown line may open (the last ones give back what is over)
-
-    def take(lines: list[_Line], cap: int) -> bool:
-        """Add *lines* in order while the budget and this tier's *cap* allow; False once full."""
-        nonlocal used
-        spent = 0
-        for line in lines:
-            if line.n in chosen:
-                continue
-            size = _size(line.shown()) + gap_allowance
-            if used + size > budget or spent + size > cap:
-                return False
-            chosen[line.n] = line
-            taken.append(line.n)
-            used += size
-            spent += size
-        return True
-
-    take(matches, budget)
-    errs = [*errors_first, *errors_last]
-    # each error with its context, the first errors and the last ones before the middle ones
-    with_context = []
-    for line in errs:
-        with_context += [context[k] for k in range(line.n - CONTEXT, line.n) if k in context]
-        with_context.append(line)
-    order = with_context[: 8 * (CONTEXT + 1)] + list(reversed(with_context[8 * (CONTEXT + 1):]))
-    take(order, budget * 6 // 10)
+        scan.feed(store.lines(run, start, _BLOCK))
+    scan.finish()
+    pick = _Picker(budget)
+    pick.take(scan.matches, budget)
+    pick.take(scan.errors_in_order(), budget * 6 // 10)
     for stream in ("stderr", "stdout"):  # its very last lines, then its last ones outside a dump
-        last = list(reversed(tails[stream]))
-        take(last[:LAST] + [ln for ln in last[LAST:] if folded(ln.n) is None], budget // 5)
-    rare = sorted((ln for ln in first_of.values() if folded(ln.n) is None), key=lambda ln: -ln.n)
-    take(rare, budget * 3 // 10)
-    take([ln for ln in head if folded(ln.n) is None or ln.n == 0], budget)
-    take([ln for ln in reversed(plain) if folded(ln.n) is None], budget)
-    while True:
-        shown = [chosen[n].shown() for n in sorted(chosen)]
-        items = _with_gaps(shown, total, folds)
-        if sum(_size(i) for i in items) <= budget or not taken:
-            break
-        chosen.pop(taken.pop())  # over by the gaps' words: the line chosen last goes back
-    left_out = total - len(shown) - records
+        last = list(reversed(scan.tails[stream]))
+        pick.take(last[:LAST] + [ln for ln in last[LAST:] if scan.folded(ln.n) is None], budget // 5)
+    rare = sorted((ln for ln in scan.first_of.values() if scan.folded(ln.n) is None), key=lambda ln: -ln.n)
+    pick.take(rare, budget * 3 // 10)
+    pick.take([ln for ln in scan.head if scan.folded(ln.n) is None or ln.n == 0], budget)
+    pick.take([ln for ln in reversed(scan.plain) if scan.folded(ln.n) is None], budget)
+    shown, items = pick.fit(total, scan.folds)
+    return _said(run, budget, total, scan, pick, shown, items, grep)
+
+
+def _said(run: int, budget: int, total: int, scan: _Scan, pick: _Picker, shown: list[dict[str, Any]],
+          items: list[dict[str, Any]], grep: str | None) -> dict[str, Any]:
+    """The excerpt as its reader gets it: the items, what was left out and how to read it."""
+    folds = scan.folds
+    left_out = total - len(shown) - scan.records
     out: dict[str, Any] = {
         "budget_bytes": budget,
         "bytes": sum(_size(i) for i in items),
         "lines_total": total,
         "lines_shown": len(shown),
-        "record_lines": records,
+        "record_lines": scan.records,
         "left_out": left_out,
         "lines": items,
         "folds": [{"lines": [f.start + 1, f.end], "what": f.label} for f in folds[:20]],
     }
     if len(folds) > 20:
         out["folds_more"] = len(folds) - 20
-    if pattern is not None:
-        out["grep"] = {"pattern": grep, "matched": match_count, "shown": sum(1 for m in matches if m.n in chosen)}
+    if scan.pattern is not None:
+        out["grep"] = {"pattern": grep, "matched": scan.match_count,
+                       "shown": sum(1 for m in scan.matches if m.n in pick.chosen)}
     odd = sum(1 for i in items if i.get("utf8") is False)
     if odd:
         out["not_utf8"] = (f"{odd} shown line{'s' * (odd != 1)} not UTF-8 (shown with U+FFFD): run_output(run_id={run}, "
