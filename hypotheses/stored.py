@@ -3,7 +3,7 @@ stored object given back exactly: keys in their stored order, a key no field nam
 in ``_extra``, a key that was not stored left absent in ``_absent`` even where its field has a
 default) and the records event payloads hold (payloads.py): a state read (its torch version
 parsed once), a remedy's verification (its ``strong`` default said once), a known-issue match,
-an upgrade's overlay.
+an upgrade's overlay; and one the fold keeps: a known-issue match with where it was seen.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
-__all__ = ["KnownMatch", "Overlay", "Record", "StateRead", "Verification"]
+__all__ = ["KnownMatch", "KnownSeen", "Overlay", "Record", "StateRead", "Verification"]
 
 _NOT_FIELDS = ("_extra", "_absent", "_order")
 _NONE: frozenset[str] = frozenset()
@@ -205,6 +205,21 @@ class KnownMatch(Record):
     measured: str | None = None
     seen: str | None = None
     why: str | None = None  # a left entry's: why it no longer applies
+    workarounds: list[str] = field(default_factory=list)  # remedy ids sleuth ships for it
+    source: str | None = None  # the issue's URL
+    checked: str | None = None  # the date the entry was last verified against upstream
+
+
+@dataclass(frozen=True)
+class KnownSeen(KnownMatch):
+    """A known-issue match (or a left entry) as the fold keeps it (``known_matches``,
+    ``known_left``): the entry, then the run, target, state key, event and time it came with."""
+
+    run: int = 0
+    target: str = ""
+    state_key: str | None = None
+    seq: int = 0
+    ts: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sleuth.hypotheses import load_catalog
 from sleuth.hypotheses.fleet import compare
+from sleuth.hypotheses.hang.frames import Where
+from sleuth.hypotheses.hang.rank import RankView
 from sleuth.hypotheses.known import load_known
 from sleuth.hypotheses.payloads import (
     PAYLOADS,
@@ -23,7 +25,17 @@ from sleuth.hypotheses.payloads import (
     SymptomAdded,
     parse_payload,
 )
-from sleuth.hypotheses.stored import StateRead, Verification
+from sleuth.hypotheses.results import (
+    CacheResult,
+    Fingerprint,
+    FrameworkFrame,
+    HangReading,
+    NativeWait,
+    OddRank,
+    Place,
+    RankRow,
+)
+from sleuth.hypotheses.stored import KnownMatch, KnownSeen, Overlay, Record, StateRead, Verification
 from sleuth.sessions import Investigation
 from sleuth.sessions.store import Store
 
@@ -149,6 +161,14 @@ def test_the_fold_reads_the_typed_records(session: Path) -> None:
         assert st_.known_matches and st_.known_left  # matched on 2.13, left on 2.14.1
         [hang] = st_.fleet_hangs
         assert (hang.fleet, hang.runs, hang.reading["stuck"]) == ("nodes", {"a": hang.run - 1, "b": hang.run}, 1)
+        reading = HangReading.from_dict(hang.reading)  # the postmortem reads it typed
+        assert reading.to_dict() == hang.reading and reading.odd_kinds == {1: None} and reading.verdict is None
+        for kept in (st_.known_matches, st_.known_left):  # the fold's dicts, read typed: the same dicts back
+            for m in kept:
+                seen = KnownSeen.from_dict(m)
+                assert seen.to_dict() == m and list(seen.to_dict()) == list(m)
+                assert (seen.run, seen.target, seen.seq, seen.source) == (m["run"], m["target"], m["seq"], m.get("source"))
+        assert any(KnownSeen.from_dict(m).checked for m in st_.known_matches)  # a field now, no longer kept aside
         assert "torch" in inv.to_markdown()
     finally:
         inv.close()
@@ -199,3 +219,59 @@ def test_any_payload_round_trips_with_keys_no_record_names(kind: str, extra: dic
     stored = {k: stored[k] for k in order}
     again = cls.from_dict(stored).to_dict()
     assert again == stored and list(again) == list(stored)
+
+
+def test_a_stacks_row_as_the_hang_reading_writes_it_reads_typed_and_gives_it_back() -> None:
+    where = Where("all_reduce", "/job/train.py", 42, "allreduce")
+    view = RankView("rank 1", 4711, "b", main=where, stuck=True, native_read=True,
+                    wait={"frame": "ncclWait", "what": "a collective", "kind": "collective"},
+                    framework={"package": "torch", "function": "all_reduce"})
+    stored = view.to_dict()
+    row = RankRow.from_dict(stored)
+    assert row.to_dict() == stored and list(row.to_dict()) == list(stored)
+    assert row.place == Place.from_dict(stored["main"]) and row.place is not None
+    assert (row.place.function, row.place.file_name, row.place.line) == ("all_reduce", "train.py", 42)
+    assert row.wait is not None and (row.wait.frame, row.wait.what) == ("ncclWait", "a collective")
+    assert row.in_framework is not None and (row.in_framework.package, row.in_framework.function) == ("torch", "all_reduce")
+    unread = RankRow.from_dict(RankView("pid 9", 9, None, error="py-spy: permission denied").to_dict())
+    assert (unread.place, unread.wait, unread.in_framework, unread.error) == (None, None, None, "py-spy: permission denied")
+    assert RankRow.from_dict({"main": {}}).place is None  # an empty place is no stack read
+    reading = HangReading.from_dict({"verdict": "stuck", "per_rank": [stored, unread.to_dict()],
+                                     "odd_ranks": [{"rank": "rank 1", "member": "b", "kind": "stuck"}]})
+    assert reading.odd_kinds == {"rank 1": "stuck"} and [r.label for r in reading.rows(1)] == ["rank 1"]
+
+
+def test_a_fingerprint_tells_measured_absent_from_not_measured() -> None:
+    fp = Fingerprint.from_dict({"torch": "2.11.0+cpu", "torch.cuda": None, "driver": None})
+    assert fp.to_dict() == {"torch": "2.11.0+cpu", "torch.cuda": None, "driver": None}
+    assert fp.has("torch.cuda") and fp.has("driver") and not fp.has("triton") and fp.cuda is None
+    assert Fingerprint.from_dict({"torch.cuda": "12.8"}).cuda == "12.8"
+    assert Fingerprint.of_result({"fingerprint": "not an object"}) is None and Fingerprint.of_result({}) is None
+    assert Fingerprint.of_result({"fingerprint": {"python": "3.11.7"}}) == Fingerprint.from_dict({"python": "3.11.7"})
+    cache = CacheResult.from_dict({"hits": 0, "misses": 3, "cache_dir": "/c", "key_parts": {"a": 1}})
+    assert (cache.misses, cache.said, cache.to_dict()["key_parts"]) == (3, None, {"a": 1})
+
+
+_RESULT_RECORDS: list[type[Record]] = [HangReading, RankRow, OddRank, Place, NativeWait, FrameworkFrame, CacheResult,
+                                       Fingerprint, KnownMatch, KnownSeen, Overlay]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cls=st.sampled_from(_RESULT_RECORDS), extra=st.dictionaries(st.text(max_size=10), _json, max_size=6),
+       data=st.data())
+def test_any_result_record_round_trips_with_keys_no_record_names(cls: type[Record], extra: dict[str, Any],
+                                                                 data: Any) -> None:
+    """The typed readers of run results and the fold's records give back what they read, in its order."""
+    spec = cls._spec()
+    stored: dict[str, Any] = dict(extra)
+    for name in spec.required:
+        stored[name] = data.draw(st.integers() | st.text(max_size=5), label=name)
+    for name in spec.names:  # some fields given, some absent
+        if name not in stored and data.draw(st.booleans(), label=f"has {name}"):
+            stored[name] = data.draw(_json, label=name)
+    order = data.draw(st.permutations(list(stored)), label="order")
+    stored = {k: stored[k] for k in order}
+    record = cls.from_dict(stored)
+    again = record.to_dict()
+    assert again == stored and list(again) == list(stored)
+    assert all(record.has(k) for k in stored)
