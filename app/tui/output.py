@@ -5,15 +5,15 @@ Folds (JSON/config dumps, repeated warnings) come from a thread worker that feed
 lines to :class:`app.outline.FoldDetector` through its own read-only connection, block by
 block, also while the run is still being written; the widget only merges what it finds.
 Search goes to :meth:`sessions.Store.find` (also in a thread worker, on its own connection).
+What a row shows is output_rows.py's; the reads of the store (blocks, scan, search) are
+output_reading.py's: neither imports Textual.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from pathlib import Path
 
-from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
@@ -25,26 +25,15 @@ from textual.strip import Strip
 from textual.worker import get_current_worker
 
 from ...sessions import OutputLine, Store
-from ..outline import Fold, FoldDetector, Outline, display_text, line_style, record_line
+from ..outline import Fold, Outline
+from .output_reading import BLOCK, CACHE_BLOCKS, SCAN_BLOCK, LineBlocks, count_hits, find_hit, lines_in, scan_folds
+from .output_rows import CURSOR_STYLE, FOLD_STYLE, HIT_STYLE, STDERR_MARK, STYLES, row_text
 
-__all__ = ["OutputView"]
+# the old names of what output_rows.py and output_reading.py now hold, importable from here as before
+__all__ = ["BLOCK", "CACHE_BLOCKS", "CURSOR_STYLE", "FOLD_STYLE", "HIT_STYLE", "OutputView", "QUIET_S", "SCAN_BLOCK",
+           "STDERR_MARK", "STYLES"]
 
-BLOCK = 256  # lines read from the store at a time
-CACHE_BLOCKS = 64  # at most this many blocks kept: memory does not grow with the run
-SCAN_BLOCK = 2_000  # lines per step of the fold scan (~20 ms of the GIL)
 QUIET_S = 0.4  # the scan waits this long after the user's last move, search or switch
-
-STYLES = {
-    "error": Style(color="red", bold=True),
-    "traceback": Style(color="red"),
-    "warning": Style(color="yellow"),
-    "record": Style(color="green", dim=True),
-    "": Style(),
-}
-FOLD_STYLE = Style(color="cyan", italic=True)
-HIT_STYLE = Style(bgcolor="yellow", color="black")
-CURSOR_STYLE = Style(bgcolor="grey23")
-STDERR_MARK = Style(color="magenta", dim=True)
 
 
 class OutputView(ScrollView, can_focus=True):
@@ -94,7 +83,7 @@ class OutputView(ScrollView, can_focus=True):
         self._wrapped: tuple[tuple, list[tuple[int, Strip]]] | None = None
         self.follow = True
         self.new_since_scroll = 0
-        self._cache: OrderedDict[int, list[OutputLine]] = OrderedDict()
+        self._blocks = LineBlocks()
         self._width = 0
         self._session: Path | None = None
         self._quiet_until = 0.0
@@ -114,7 +103,7 @@ class OutputView(ScrollView, can_focus=True):
         self._touch()
         self.store, self.run, self.stream = store, run, stream
         self._session = store.path if store is not None else None
-        self._cache.clear()
+        self._blocks.clear()
         self.outline = Outline()
         self.cursor = 0
         self.hit_line = None
@@ -134,9 +123,7 @@ class OutputView(ScrollView, can_focus=True):
         if self.store is None or self.run is None:
             return 0, True
         summary = self.store.output_summary(self.run)
-        lines = summary["lines"]
-        total = lines[self.stream] if self.stream else lines["stdout"] + lines["stderr"]
-        return total, summary["complete"]
+        return lines_in(summary, self.stream), summary["complete"]
 
     def poll(self) -> None:
         """A live run: pick up new lines (called on a timer by the screen)."""
@@ -147,8 +134,7 @@ class OutputView(ScrollView, can_focus=True):
             return
         grew = total - self.total
         # the last line of a live run may still grow: drop its cached block
-        last_block = max(self.total - 1, 0) // BLOCK
-        self._cache.pop(last_block, None)
+        self._blocks.drop_last(self.total)
         self.total, self.complete = total, complete
         at_end = self.follow
         self._resize()
@@ -168,23 +154,12 @@ class OutputView(ScrollView, can_focus=True):
         width = self.size.width if self.wrap else max(self._width, self.size.width)
         self.virtual_size = Size(width, self.rows)
 
-    def _block(self, number: int) -> list[OutputLine]:
-        if number in self._cache:
-            self._cache.move_to_end(number)
-            return self._cache[number]
+    def _read(self, start: int, count: int) -> list[OutputLine]:
         assert self.store is not None and self.run is not None
-        lines = self.store.lines(self.run, number * BLOCK, BLOCK, stream=self.stream)
-        self._cache[number] = lines
-        if len(self._cache) > CACHE_BLOCKS:
-            self._cache.popitem(last=False)
-        return lines
+        return self.store.lines(self.run, start, count, stream=self.stream)
 
     def line(self, number: int) -> OutputLine | None:
-        block = self._block(number // BLOCK)
-        index = number - (number // BLOCK) * BLOCK
-        if index < len(block) and block[index].number == number:
-            return block[index]
-        return next((ln for ln in block if ln.number == number), None)
+        return self._blocks.line(number, self._read)
 
     def visible_text(self) -> list[str]:
         """The text of the rows on screen, as shown (for tests and the tmux check)."""
@@ -192,29 +167,7 @@ class OutputView(ScrollView, can_focus=True):
         return [self._row_text(r)[0].plain for r in range(top, min(top + self.size.height, self.rows))]
 
     def _row_text(self, row: int) -> tuple[Text, str]:
-        number, fold = self.outline.at_row(row)
-        if fold is not None:
-            mark = "▸" if fold.kind == "dump" else "⟳"
-            return Text(f"{mark} [+] {fold.label}   ⏎ open", style=FOLD_STYLE), "fold"
-        ln = self.line(number)
-        if ln is None:
-            return Text(""), ""
-        shown, updates = display_text(ln.text)
-        style = line_style(shown)
-        record = record_line(shown) if style == "record" else None
-        if record is not None:
-            shown = f"⟨record⟩ {record}"
-        text = Text(shown, style=STYLES[style])
-        if updates:
-            text.append(f"   ⟳ {updates} updates", style="dim")
-        open_fold = self.outline.fold_at(number)
-        if open_fold is not None and open_fold.start == number and open_fold.start in self.outline.expanded:
-            text = Text("▾ ", style=FOLD_STYLE) + text
-        if ln.stream == "stderr" and self.stream is None:
-            text = Text("▌", style=STDERR_MARK) + text
-        if self.term:
-            text.highlight_words([self.term], HIT_STYLE, case_sensitive=not self.term.islower())
-        return text, style
+        return row_text(self.outline, row, self.line, self.stream is None, self.term)
 
     def render_line(self, y: int) -> Strip:
         if self.wrap:
@@ -285,30 +238,15 @@ class OutputView(ScrollView, can_focus=True):
         if session is None:
             return
         worker = get_current_worker()
-        detector = FoldDetector()
-        with Store.open(session, readonly=True) as ro:
-            while not worker.is_cancelled:
-                summary = ro.output_summary(run)
-                lines = summary["lines"]
-                total = lines[stream] if stream else lines["stdout"] + lines["stderr"]
-                # a live run's last line may still grow: leave it for the next round
-                ready = total if summary["complete"] else max(total - 1, 0)
-                while detector.fed < ready and not worker.is_cancelled:
-                    while (self._searching or time.monotonic() < self._quiet_until) and not worker.is_cancelled:
-                        time.sleep(0.05)
-                    count = min(SCAN_BLOCK, ready - detector.fed)
-                    texts = [display_text(ln.text)[0] for ln in ro.lines(run, detector.fed, count, stream=stream)]
-                    if not texts:
-                        break
-                    folds = detector.feed(texts)
-                    if folds:
-                        self.app.call_from_thread(self._add_folds, run, folds)
-                if summary["complete"] and detector.fed >= total:
-                    folds = detector.finish()
-                    if folds:
-                        self.app.call_from_thread(self._add_folds, run, folds)
-                    return
-                time.sleep(0.2)
+
+        def found(folds: list[Fold]) -> None:
+            self.app.call_from_thread(self._add_folds, run, folds)
+
+        scan_folds(session, run, stream, cancelled=lambda: worker.is_cancelled, busy=self._busy, found=found)
+
+    def _busy(self) -> bool:
+        """The user searches, or did something a moment ago: the fold scan waits."""
+        return self._searching or time.monotonic() < self._quiet_until
 
     def _add_folds(self, run: int, folds: list[Fold]) -> None:
         if run != self.run:
@@ -410,49 +348,11 @@ class OutputView(ScrollView, can_focus=True):
     def _find(self, session: Path, run: int, stream: str | None, term: str, start: int, backwards: bool) -> None:
         ignore_case = term.islower()
         try:
-            line, wrapped = self._find_in(session, run, stream, term, start, backwards, ignore_case)
-            hits = self._count_hits(session, run, stream, term, line, ignore_case) if line is not None else None
+            line, wrapped = find_hit(session, run, stream, term, start, backwards, ignore_case)
+            hits = count_hits(session, run, stream, term, line, ignore_case) if line is not None else None
         finally:
             self._searching = False
         self.app.call_from_thread(self._found, run, term, line, wrapped, hits)
-
-    @staticmethod
-    def _count_hits(session: Path, run: int, stream: str | None, term: str, line: int, ignore_case: bool,
-                    budget_s: float = 1.0) -> tuple[int, int, bool]:
-        """(ordinal of the hit on *line*, lines with a hit, whether there are more than counted):
-        the header's "3/17". Each find resumes where the last stopped: one pass over the run,
-        cut short after *budget_s* (then "3/500+")."""
-        end = time.monotonic() + budget_s
-        count = ordinal = 0
-        at = 0
-        with Store.open(session, readonly=True) as ro:
-            while True:
-                found = ro.find(run, term, at, stream=stream, ignore_case=ignore_case)
-                if found is None:
-                    return ordinal, count, False
-                count += 1
-                if found <= line:
-                    ordinal = count
-                at = found + 1
-                if time.monotonic() > end and found > line:
-                    return ordinal, count, True
-
-    @staticmethod
-    def _find_in(
-        session: Path, run: int, stream: str | None, term: str, start: int, backwards: bool, ignore_case: bool
-    ) -> tuple[int | None, bool]:
-        with Store.open(session, readonly=True) as ro:
-            if backwards:
-                line = ro.find(run, term, start, stream=stream, backwards=True, ignore_case=ignore_case)
-                wrapped = line is None
-                if wrapped:
-                    line = ro.find(run, term, 1 << 62, stream=stream, backwards=True, ignore_case=ignore_case)
-            else:
-                line = ro.find(run, term, start + 1, stream=stream, ignore_case=ignore_case)
-                wrapped = line is None
-                if wrapped:
-                    line = ro.find(run, term, 0, stream=stream, ignore_case=ignore_case)
-        return line, wrapped
 
     def _found(self, run: int, term: str, line: int | None, wrapped: bool, hits: tuple[int, int, bool] | None = None) -> None:
         self._searching = False
