@@ -67,6 +67,21 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
+    _start_commands(add)
+    _known_commands(add)
+    _graph_commands(sub, add)
+    _log_commands(add)
+    _probe_commands(sub, add)
+    _agent_commands(sub, add)
+    _remedy_commands(sub, add)
+    _demo_command(sub, add)
+    _mcp_command(add)
+    _exchange_commands(add)
+    return parser
+
+
+def _start_commands(add: Any) -> None:
+    """init, new, status: a project and its investigations."""
     p = add("init", "session_cli:cmd_init", "write a commented sleuth.toml and start an investigation here")
     p.add_argument("dir", nargs="?", default=".", help="directory (default: here)")
     p.add_argument("--title", help="title of the investigation")
@@ -77,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("status", "session_cli:cmd_status", "the current investigation in a few lines")
 
+
+def _known_commands(add: Any) -> None:
+    """known, upgrade: upstream's issues for a target's versions, and their fixed releases tried."""
     p = add("known", "known_cli:cmd_known", "known upstream issues that apply to a target's measured versions")
     p.add_argument("--target", default="local", help="whose versions are read now (default: local)")
     p.add_argument("--all", action="store_true", help="the whole catalog, shipped and yours (.sleuth/known/*.toml)")
@@ -99,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revert", action="store_true", help="remove the overlay (the revert)")
     p.add_argument("--json", action="store_true")
 
+
+def _graph_commands(sub: Any, add: Any) -> None:
+    """The hypothesis graph: hypotheses, hypothesis, symptom, link, note, baseline."""
     p = add("hypotheses", "session_cli:cmd_hypotheses", "list hypotheses with their derived status and evidence")
     p.add_argument("--json", action="store_true", help="print a JSON list")
 
@@ -142,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("baseline", "session_cli:cmd_baseline", "mark a completed run as the baseline of its target")
     p.add_argument("run", metavar="#N")
 
+
+def _log_commands(add: Any) -> None:
+    """open, replay, events, output: the investigation read back."""
     p = add("open", "session_cli:cmd_ui", "open the investigation screen on a session file (plain `sleuth`: the current one)")
     p.add_argument("path", nargs="?", help="session file, or a directory: its newest investigation (default: current)")
     p.add_argument("--target", default="local", help="target probes run on (default: local)")
@@ -163,11 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--line-numbers", action="store_true", help="prefix each line with its number in the run")
     p.add_argument("--raw", action="store_true", help="write the stored bytes exactly, as the command printed them (no --grep or -n)")
 
-    _probe_commands(sub, add)
-    _agent_commands(sub, add)
-    _remedy_commands(sub, add)
-    _demo_command(sub, add)
 
+def _mcp_command(add: Any) -> None:
+    """mcp: the investigation served to a coding agent."""
     p = add("mcp", "mcp_server:cmd_mcp",
             "serve this investigation to a coding agent (Model Context Protocol): stdio, or --http on loopback "
             "with a token (needs sleuth[mcp])")
@@ -177,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-agent", action="store_true", help="runs in sessions of their own, not the broker's resident agents")
     p.add_argument("--project", metavar="DIR", help="the project (sleuth.toml, .sleuth/); default: found from here")
 
+
+def _exchange_commands(add: Any) -> None:
+    """export, import: a session out and back in."""
     p = add("export", "session_cli:cmd_export", "export the session: json (all of it), markdown (the postmortem), cast (one run)")
     p.add_argument(
         "--format",
@@ -191,8 +216,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE.json")
     p.add_argument("-o", "--output", metavar="SESSION", help="session file to write (default: a new one in .sleuth/)")
     p.add_argument("--keep-current", action="store_true", help="do not make the imported session current")
-    return parser
-
 
 
 def _probe_commands(sub: Any, add: Any) -> None:
