@@ -4,7 +4,7 @@ The broker (`sleuth agent serve`) has sleuth imported and keeps the agents; a la
 (`sleuth probe run …` again) that starts Python, imports sleuth and connects to the broker
 spends most of its time before the run itself. So the command line asks the broker first:
 it hands over its argv, working directory, environment and its own stdin, stdout and stderr
-(SCM_RIGHTS over the broker's owner-only Unix socket, checked first: unixsock.py), and the broker forks a child that runs
+(SCM_RIGHTS over the broker's owner-only Unix socket, checked first: ipc/unixsock.py), and the broker forks a child that runs
 the command on those very file descriptors (a prompt reads your terminal; a pipe gets every
 byte); this process waits and exits with the child's status. Ctrl-C here interrupts the
 child. Where no broker runs, its code differs from this checkout's (an edited file, another
@@ -24,7 +24,7 @@ import socket
 import sys
 from pathlib import Path
 
-from ..unixsock import UntrustedSocket, caller_state, command_socket, connect_trusted, say_untrusted
+from ..ipc.unixsock import UntrustedSocket, caller_state, command_socket, connect_trusted, say_untrusted
 
 __all__ = ["SERVED", "code_digest", "exec_socket", "try_broker"]
 
@@ -69,7 +69,7 @@ def find_sleuth_dir(start: Path) -> Path | None:
 
 
 def exec_socket(sleuth_dir: Path) -> Path:
-    """The broker's command socket (unixsock.py: the same function the broker uses)."""
+    """The broker's command socket (ipc/unixsock.py: the same function the broker uses)."""
     return command_socket(sleuth_dir)
 
 

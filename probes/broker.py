@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..unixsock import UntrustedSocket, agent_socket, caller_state, connect_trusted, folder_problem, say_untrusted
+from ..ipc.unixsock import UntrustedSocket, agent_socket, caller_state, connect_trusted, folder_problem, say_untrusted
 from .agent import AgentPool
 from .config import Container, Fleet, Target
 from .errors import BrokerError
@@ -89,7 +89,7 @@ def _definition_key(target: Target) -> str:
 
 
 def broker_socket(sleuth_dir: Path) -> Path:
-    """Where the broker of *sleuth_dir* listens (unixsock.py: one place for both sides); a
+    """Where the broker of *sleuth_dir* listens (ipc/unixsock.py: one place for both sides); a
     folder another user can write to is refused (they could put a listener there)."""
     path = agent_socket(sleuth_dir, create=True)
     said = folder_problem(path.parent)
@@ -133,7 +133,7 @@ class BrokerClient:
         return broker_socket(self.sleuth_dir)
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """A connection to this user's broker, checked before a byte is sent (unixsock.py)."""
+        """A connection to this user's broker, checked before a byte is sent (ipc/unixsock.py)."""
         path = self.path
         try:
             return await self._trusted(path)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..unixsock import peer_uid
+from ..ipc.unixsock import peer_uid
 
 if TYPE_CHECKING:
     from .broker_server import _Broker

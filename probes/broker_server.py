@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..unixsock import UntrustedSocket, caller_state, connect_trusted, folder_problem, peer_uid, state_differs
+from ..ipc.unixsock import UntrustedSocket, caller_state, connect_trusted, folder_problem, peer_uid, state_differs
 from .agent import AgentPool
 from .broker import (
     _FRAME,
