@@ -7,8 +7,8 @@ nothing already stored is touched. A target, agent or broker that cannot be reac
 (probes.ReachError) is one line too, and exit status 1, as a run whose transport failed.
 
 This module imports nothing but the standard library's argparse: each command names its
-handler as ``"module:function"`` (app/session_cli.py, probe_cli.py, remedy_cli.py,
-agent_cli.py, demo.py), imported only when that command runs, so ``sleuth --version`` and
+handler as ``"module:function"`` (app/session_cli.py, screen_cli.py, log_cli.py, exchange_cli.py,
+known_cli.py, probe_cli.py, remedy_cli.py, agent_cli.py, demo.py, mcp_server), imported only when that command runs, so ``sleuth --version`` and
 ``--help`` start in the time of Python itself (bench/probe_latency.py, version_vs_python).
 """
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A debugging assistant for failures in remote GPU training: hypotheses, "
         "probes on the real target, every byte of output, circular-retest warnings, remedies, replay.",
     )
-    parser.set_defaults(func="session_cli:cmd_ui")
+    parser.set_defaults(func="screen_cli:cmd_ui")
     parser.add_argument("--version", action="version", version=f"sleuth {__version__}")
     parser.add_argument("--session", metavar="PATH", help=argparse.SUPPRESS)
     parser.add_argument("--target", default="local", help="target of the investigation screen (default: local)")
@@ -166,20 +166,20 @@ def _graph_commands(sub: Any, add: Any) -> None:
 
 def _log_commands(add: Any) -> None:
     """open, replay, events, output: the investigation read back."""
-    p = add("open", "session_cli:cmd_ui", "open the investigation screen on a session file (plain `sleuth`: the current one)")
+    p = add("open", "screen_cli:cmd_ui", "open the investigation screen on a session file (plain `sleuth`: the current one)")
     p.add_argument("path", nargs="?", help="session file, or a directory: its newest investigation (default: current)")
     p.add_argument("--target", default="local", help="target probes run on (default: local)")
 
-    p = add("replay", "session_cli:cmd_replay", "the investigation as it stood at event K (the replay screen at a terminal)")
+    p = add("replay", "screen_cli:cmd_replay", "the investigation as it stood at event K (the replay screen at a terminal)")
     p.add_argument("path", nargs="?", help="session file, or a directory: its newest investigation (default: current)")
     p.add_argument("--at", type=int, metavar="K", help="fold events 1..K (default: all)")
     p.add_argument("--json", action="store_true", help="print the folded state as JSON")
     p.add_argument("--text", action="store_true", help="print a summary instead of opening the replay screen")
 
-    p = add("events", "session_cli:cmd_events", "the event log, each event in words")
+    p = add("events", "log_cli:cmd_events", "the event log, each event in words")
     p.add_argument("--json", action="store_true")
 
-    p = add("output", "session_cli:cmd_output", "print a run's stored output as plain text (every byte; pipe it anywhere)")
+    p = add("output", "log_cli:cmd_output", "print a run's stored output as plain text (every byte; pipe it anywhere)")
     p.add_argument("run", metavar="RUN", help="the run number (7 or #7)")
     p.add_argument("--stream", choices=["stdout", "stderr"], help="one stream only (default: both, as they came)")
     p.add_argument("--grep", metavar="PAT", help="only lines matching this regular expression (exit 1 if none)")
@@ -202,7 +202,7 @@ def _mcp_command(add: Any) -> None:
 
 def _exchange_commands(add: Any) -> None:
     """export, import: a session out and back in."""
-    p = add("export", "session_cli:cmd_export", "export the session: json (all of it), markdown (the postmortem), cast (one run)")
+    p = add("export", "exchange_cli:cmd_export", "export the session: json (all of it), markdown (the postmortem), cast (one run)")
     p.add_argument(
         "--format",
         choices=["json", "markdown", "cast"],
@@ -212,7 +212,7 @@ def _exchange_commands(add: Any) -> None:
     p.add_argument("--run", metavar="N", help="the run to record (with --format cast)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
 
-    p = add("import", "session_cli:cmd_import", "make a session file from a `sleuth export --format json` file")
+    p = add("import", "exchange_cli:cmd_import", "make a session file from a `sleuth export --format json` file")
     p.add_argument("file", metavar="FILE.json")
     p.add_argument("-o", "--output", metavar="SESSION", help="session file to write (default: a new one in .sleuth/)")
     p.add_argument("--keep-current", action="store_true", help="do not make the imported session current")

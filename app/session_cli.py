@@ -1,8 +1,8 @@
 """The commands on the investigation itself: init, new, status, hypotheses, symptoms, links,
 notes and the baseline (the parser is app/cli.py's).
 
-The other session commands live beside it, and are importable from here as before:
-screen_cli.py (the UI, replay), log_cli.py (events, output), exchange_cli.py (export, import)."""
+The other session commands live beside it: screen_cli.py (the UI, replay), log_cli.py
+(events, output), exchange_cli.py (export, import)."""
 
 from __future__ import annotations
 
@@ -13,31 +13,22 @@ from ..hypotheses import STATUS_GLYPHS
 from ..probes import TEMPLATE, load_config
 from ..sessions import Workspace
 from .errors import UsageError
-from .exchange_cli import cmd_export, cmd_import
-from .log_cli import cmd_events, cmd_output
-from .screen_cli import cmd_replay, cmd_ui
 from .session_args import open_investigation, print_json, run_id
 
 __all__ = [
     "GLYPHS",
     "cmd_baseline",
-    "cmd_events",
-    "cmd_export",
     "cmd_hypotheses",
     "cmd_hypothesis_add",
     "cmd_hypothesis_remove",
-    "cmd_import",
     "cmd_init",
     "cmd_link",
     "cmd_new",
     "cmd_note",
-    "cmd_output",
-    "cmd_replay",
     "cmd_status",
     "cmd_symptom_add",
     "cmd_symptom_list",
     "cmd_symptom_remove",
-    "cmd_ui",
 ]
 
 GLYPHS = STATUS_GLYPHS
