@@ -1,5 +1,6 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py)
+# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py;
+# the startup hook's text and the trial records from its parts, PROBE["parts"], run first)
 """Compile-race experiment: the user's entry, run as they wrote it, K times threaded with fresh
 compile caches, and once as a single-thread control; a failure is read from the entry's exit
 status and from what killed its threads (type, message, innermost frame), never from a line
@@ -26,6 +27,7 @@ PROBE = {
                "per_run_timeout": 300, "race": None},
     "reports": ["threads", "trials", "failed_trials", "died", "died_of", "fx_trace_errors", "errors_total", "errors",
                 "control_failed", "control_same_failure", "cold_cache", "race", "compiles_during_workers", "said"],
+    "parts": ["_race_hook.py", "_race_trial.py"],  # run first, in this namespace: the startup hook, the trial records
 }
 
 if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
@@ -35,17 +37,24 @@ if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from 
     _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
     emit = _far["emit"]
     params = dict(PROBE["params"])
+    for _part in PROBE["parts"]:  # what sleuth sends first, run in this namespace
+        _path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _part)
+        with open(_path) as _fh:
+            exec(compile(_fh.read(), _path, "exec"), globals())
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
-FX_ERROR = "Detected that you are using FX to symbolically trace a dynamo-optimized function"
+if TYPE_CHECKING:  # defined by the parts run first (PROBE["parts"]), in this namespace at the far end
+    from ._race_hook import HOOK
+    from ._race_trial import how_it_went, trial_record
+
 P = {**PROBE["params"], **params}
 
 
@@ -74,6 +83,7 @@ def _env(value, name):
 
 
 ENTRY = P["entry"]
+TIMEOUT = P["per_run_timeout"]  # the seconds one run may take: one past it is killed
 ARGS = _argv(P["args"], "args") or []
 THREADED = (_argv(P["threaded_args"], "threaded_args") or [], _env(P["threaded_env"], "threaded_env"))
 CONTROL_ARGS = _argv(P["control_args"], "control_args")
@@ -86,117 +96,6 @@ if not os.path.isfile(ENTRY):
         f"entry {ENTRY} not found in {os.getcwd()}: nothing was run; set [probes.compile-race] entry "
         "in sleuth.toml or pass --param entry=PATH (relative to the target's workdir)"
     )
-
-# The hook, run at the entry's start by Python itself (site imports sitecustomize). It acts
-# only in the entry's own process (its parent is this probe), never in processes the entry
-# starts, and changes nothing the entry sees: hooks chain to the ones already there.
-HOOK = r'''
-import os, sys
-if os.environ.get("SLEUTH_RACE_PARENT") == str(os.getppid()):
-    import atexit, json, threading, traceback
-    _out = os.environ["SLEUTH_RACE_REPORT"]
-    _here = os.path.dirname(os.path.abspath(__file__))
-    _std = os.path.dirname(os.__file__)
-    _rep = {"threads_started": 0, "thread_names": [], "died": [], "main_error": None,
-            "compiles_at_first_worker": None, "compiles_at_exit": None}
-    _lock = threading.Lock()
-
-    def _compiles():
-        utils = sys.modules.get("torch._dynamo.utils")
-        try:
-            return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
-        except Exception:
-            return None
-
-    def _library(path):
-        parts = path.replace("\\", "/").split("/")
-        for i, part in enumerate(parts[:-1]):
-            if part in ("site-packages", "dist-packages"):
-                return parts[i + 1].split(".")[0]
-        return None
-
-    def _is_std(path):
-        return path.startswith(_std) and _library(path) is None
-
-    def _starter():
-        """Who started the thread: the first frame outside the standard library."""
-        f = sys._getframe(2)
-        while f is not None and _is_std(f.f_code.co_filename):
-            f = f.f_back
-        return f.f_code.co_filename if f is not None else ""
-
-    def _describe(exc_type, exc, tb, thread):
-        frames = traceback.extract_tb(tb) if tb is not None else []
-        inner = frames[-1] if frames else None
-        mods = set()
-        for fr in frames:
-            lib = _library(fr.filename)
-            if lib:
-                mods.add(lib)
-            name = fr.filename.replace("\\", "/")
-            for part in ("/torch/_dynamo/", "/torch/_inductor/", "/torch/fx/", "/torch/_functorch/"):
-                if part in name:
-                    mods.add("torch" + part.rstrip("/").replace("/torch/", ".").replace("/", "."))
-        at = None
-        if inner is not None:
-            lib = _library(inner.filename)
-            at = (lib + ":" if lib else "") + os.path.basename(inner.filename) + ":" + str(inner.lineno)
-        return {"thread": thread, "type": getattr(exc_type, "__name__", str(exc_type)),
-                "message": str(exc).splitlines()[0][:300] if str(exc) else "", "at": at,
-                "code": (inner.line or "")[:200] if inner is not None else None, "through": sorted(mods)}
-
-    _start = threading.Thread.start
-
-    def _sleuth_start(self, *a, **kw):
-        path = _starter()
-        lib = _library(path)
-        if lib is None and not path.startswith(_here):  # the user's code started it
-            with _lock:
-                if _rep["threads_started"] == 0:
-                    _rep["compiles_at_first_worker"] = _compiles()
-                _rep["threads_started"] += 1
-                _rep["thread_names"].append(self.name)
-        elif lib not in ("torch", "triton"):  # a library's (tqdm's monitor, a trainer's workers): said apart
-            with _lock:
-                _rep.setdefault("library_threads", {}).setdefault(lib or "?", []).append(self.name)
-        return _start(self, *a, **kw)
-
-    threading.Thread.start = _sleuth_start
-    _thook = threading.excepthook
-
-    def _sleuth_thread_died(args):
-        if args.exc_type is not SystemExit:
-            with _lock:
-                _rep["died"].append(_describe(args.exc_type, args.exc_value, args.exc_traceback,
-                                              args.thread.name if args.thread is not None else "?"))
-        return _thook(args)
-
-    threading.excepthook = _sleuth_thread_died
-    _hook = sys.excepthook
-
-    def _sleuth_main_died(exc_type, exc, tb):
-        _rep["main_error"] = _describe(exc_type, exc, tb, "MainThread")
-        return _hook(exc_type, exc, tb)
-
-    sys.excepthook = _sleuth_main_died
-
-    def _sleuth_report():
-        _rep["compiles_at_exit"] = _compiles()
-        with open(_out, "w") as f:
-            json.dump(_rep, f)
-
-    atexit.register(_sleuth_report)
-    # chain: the environment's own sitecustomize, if it has one
-    _self = sys.modules.pop("sitecustomize", None)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-    try:
-        import sitecustomize  # noqa: F401
-    except ImportError:
-        pass
-    if "sitecustomize" not in sys.modules and _self is not None:  # the import machinery looks for it after us
-        sys.modules["sitecustomize"] = _self
-'''
-TYPE_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt))\b", re.M)
 
 
 class Run:
@@ -231,7 +130,7 @@ class Run:
         """Whether the run has ended (one past its time limit is killed, and has)."""
         if self.proc.poll() is not None:
             return True
-        if time.monotonic() - self.started > P["per_run_timeout"]:
+        if time.monotonic() - self.started > TIMEOUT:
             self.timed_out = True
             self.proc.kill()
             self.proc.wait()
@@ -259,38 +158,7 @@ class Run:
         except (OSError, ValueError):
             pass
         shutil.rmtree(self.work, ignore_errors=True)
-        return _trial(self.trial, code, self.timed_out, seconds, rep, err)
-
-
-def _trial(trial, code, timed_out, seconds, rep, err):
-    errors = {}
-    for m in TYPE_LINE.finditer(err):  # the tracebacks the entry printed, its own included
-        errors[m.group(1)] = errors.get(m.group(1), 0) + 1
-    died = (rep or {}).get("died") or []
-    died_of = {}
-    for d in died:
-        died_of[d["type"]] = died_of.get(d["type"], 0) + 1
-    main_error = (rep or {}).get("main_error")
-    before, after = (rep or {}).get("compiles_at_first_worker"), (rep or {}).get("compiles_at_exit")
-    t = {
-        "trial": trial,
-        "exit": code,
-        "timed_out": timed_out,
-        "seconds": seconds,
-        "measured": rep is not None,
-        "threads": (rep or {}).get("threads_started"),
-        "thread_names": ((rep or {}).get("thread_names") or [])[:32],
-        "library_threads": {k: v[:8] for k, v in ((rep or {}).get("library_threads") or {}).items()},
-        "died": len(died),
-        "died_of": died_of,
-        "deaths": died[:16],
-        "main_error": main_error,
-        "errors": errors,
-        "fx_trace_errors": err.count(FX_ERROR),
-        "compiles_during_workers": after - before if isinstance(before, int) and isinstance(after, int) else None,
-    }
-    t["failed"] = bool(timed_out or code != 0 or died)
-    return t
+        return trial_record(self.trial, code, self.timed_out, seconds, rep, err)
 
 
 def _gpu_visible():
@@ -344,30 +212,8 @@ def run_all(planned):
             running.remove(item)
             i, run = item
             results[i] = t = run.finish()
-            progress("ended", run.trial, f"{run.trial} {_how(t)} in {t['seconds']:.0f} s")
+            progress("ended", run.trial, f"{run.trial} {how_it_went(t, TIMEOUT)} in {t['seconds']:.0f} s")
     return results
-
-
-def _counts(d):
-    return ", ".join(f"{k} ×{v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def _how(t):
-    """One trial's failure in words: "2 of 3 threads died (TypeError ×2), exit 1"."""
-    if not t["failed"]:
-        return f"passed ({t['threads']} threads)" if t["threads"] is not None else "passed"
-    bits = []
-    if t["died"]:
-        bits.append(f"{t['died']} of {t['threads']} threads died ({_counts(t['died_of'])})")
-    if t["main_error"]:
-        bits.append(f"the main thread raised {t['main_error']['type']}")
-    if t["timed_out"]:
-        bits.append(f"timed out after {P['per_run_timeout']} s")
-    elif t["exit"]:
-        bits.append(f"exit {t['exit']}")
-    if not t["died"] and not t["main_error"] and t["errors"]:
-        bits.append(f"tracebacks: {_counts(t['errors'])}")
-    return ", ".join(bits)
 
 
 planned = [(*THREADED, f"trial {k + 1} of {int(P['trials'])}") for k in range(int(P["trials"]))]
@@ -379,7 +225,7 @@ started = [t["threads"] for t in trials if t["threads"] is not None]
 no_thread = [t for t in trials if t["threads"] == 0 and not t["library_threads"]]
 if trials and all(t["failed"] for t in trials) and len(no_thread) == len(trials):
     raise CouldNotReproduce(
-        f"{NAME} failed in every trial before it started any thread ({'; '.join(_how(t) for t in trials)}): "
+        f"{NAME} failed in every trial before it started any thread ({'; '.join(how_it_went(t, TIMEOUT) for t in trials)}): "
         "the threaded phase never ran, so this says nothing of a race (its output is above; are args and "
         "threaded_args what the entry takes?)"
     )
@@ -400,7 +246,7 @@ compiles = [t["compiles_during_workers"] for t in trials if t["compiles_during_w
 
 said = f"{NAME}: {len(failed)} of {len(trials)} threaded trials failed"
 if failed:
-    said += " (" + "; ".join(f"trial {trials.index(t) + 1}: {_how(t)}" for t in failed[:4]) + ")"
+    said += " (" + "; ".join(f"trial {trials.index(t) + 1}: {how_it_went(t, TIMEOUT)}" for t in failed[:4]) + ")"
 if threads is not None:
     said += f"; the entry started {threads} thread{'s' if threads != 1 else ''} of its own"
 if not P["control"]:
@@ -409,7 +255,7 @@ elif control is None:
     said += (". No single-thread control (set [probes.compile-race] control_args or control_env: how the entry "
              "runs with one worker): without it a failure cannot be told from an entry that fails anyway")
 elif control["failed"]:
-    said += f". The single-thread control failed too ({_how(control)})"
+    said += f". The single-thread control failed too ({how_it_went(control, TIMEOUT)})"
     said += ": the same failure without threads is not a thread race" if control_same else ""
 else:
     said += f". The single-thread control passed ({control['threads']} thread{'s' if control['threads'] != 1 else ''})"

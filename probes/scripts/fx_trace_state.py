@@ -1,5 +1,6 @@
 # pyright: reportPossiblyUnboundVariable=false
-# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py)
+# (emit and params come from the prelude sleuth sends first; run standalone, emit from probes/far/common.py;
+# the sites and the compiled calls' records from its parts, PROBE["parts"], run first)
 """FX-flag instrumentation: run the entry point with torch.compile and flex_attention watched
 at run time (no source change) and record, per compiled flex_attention call, the thread,
 torch's FX tracing flag, torch.compiler.is_compiling(), and the shapes; report tracing in one
@@ -22,6 +23,7 @@ PROBE = {
     "reports": ["calls", "uncompiled_calls", "flex_calls", "flex_traced", "flag_set_calls", "compiling_seen_calls", "flag_scope",
                 "patcher_seen_calls", "overlaps", "traces", "tracing_threads", "compile_traces", "compile_overlaps", "threads", "shapes", "errors",
                 "mean_call_ms", "sites", "exit", "threads_died", "died_of", "main_error", "said"],
+    "parts": ["_fx_sites.py", "_fx_calls.py"],  # run first, in this namespace: the sites, the compiled calls
 }
 
 if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
@@ -31,6 +33,10 @@ if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from 
     _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
     emit = _far["emit"]
     params = dict(PROBE["params"])
+    for _part in PROBE["parts"]:  # what sleuth sends first, run in this namespace
+        _path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _part)
+        with open(_path) as _fh:
+            exec(compile(_fh.read(), _path, "exec"), globals())
 
 import functools
 import os
@@ -39,138 +45,35 @@ import sys
 import threading
 import time
 import traceback
-
-# Dynamo looks a traced function's globals up through its module, by name: sleuth's wrappers
-# (which a compiled function of the entry's may trace into) are found under a name of their
-# own, not "__main__", which runpy gives the entry while it runs.
-_this = sys.modules.get(globals().get("__name__") or "__main__")
-if _this is not None and _this.__dict__ is globals():
-    globals()["__name__"] = "sleuth_fx_trace_state"
-    sys.modules["sleuth_fx_trace_state"] = _this
+from typing import TYPE_CHECKING
 
 import torch
 import torch.fx._symbolic_trace as fx_trace
 import torch.nn.attention.flex_attention as flex_module
 from torch._guards import CompileContext, TracingContext
 
+if TYPE_CHECKING:  # defined by the parts run first (PROBE["parts"]), in this namespace at the far end
+    from ._fx_calls import (
+        FLAG_SCOPE,
+        calls,
+        compiled_flex_calls,
+        comptime,
+        errors,
+        flex_traced,
+        instrument,
+        module_sites,
+        patcher_calls,
+        shapes,
+        traced_flex,
+    )
+    from ._fx_sites import bump, describe, lock, plural, site_record, sites, sites_sentence, tally
+
 _flex = flex_module.flex_attention  # the real one: what every compile of flex_attention compiles
 
 P = {**PROBE["params"], **params}
-lock = threading.Lock()
-calls = []
 traces = []  # (thread, start, end, inside_compile)
-errors = {}
-shapes = {}
-sites = {}  # key -> the site's record, in the order first seen
 died_of = {}  # exception type -> threads it killed
-compiled_flex_calls = [0]
 uncompiled_flex_calls = [0]
-
-
-def _sleuth_code():
-    pass
-
-
-HERE = _sleuth_code.__code__.co_filename  # sleuth's own frames (this file) are never a site
-TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-
-
-def tensor_spec(t):
-    return {"shape": list(t.shape), "stride": list(t.stride()), "dtype": str(t.dtype).replace("torch.", ""),
-            "device": str(t.device), "requires_grad": bool(t.requires_grad)}
-
-
-def autocast_state(t):
-    """The calling thread's autocast for *t*'s device: the precompile warm-up repeats it."""
-    kind = t.device.type
-    try:
-        if torch.is_autocast_enabled(kind):
-            return {"device_type": kind, "dtype": str(torch.get_autocast_dtype(kind)).replace("torch.", "")}
-    except (TypeError, AttributeError, RuntimeError):  # older torch: no per-device query
-        pass
-    return None
-
-
-def mask_spec(bm):
-    if bm is None:
-        return None
-    mod = getattr(bm, "mask_mod", None)
-    q_len, kv_len = bm.seq_lengths
-    return {"q_len": int(q_len), "kv_len": int(kv_len), "B": int(bm.kv_num_blocks.shape[0]), "H": int(bm.kv_num_blocks.shape[1]),
-            "block_size": list(bm.BLOCK_SIZE), "mask_mod": getattr(mod, "__name__", None), "mask_module": getattr(mod, "__module__", None)}
-
-
-# torch < 2.14: one process-global flag; 2.14 made it thread-local (pytorch#168999): then the
-# calling thread's own value is read, and what can still cross threads is FX's module
-# patcher (CURRENT_PATCHER, process-global in 2.14.0 and 2.14.1): seen set by a thread that
-# is not tracing itself, another thread's symbolic trace is patching nn.Module.__call__.
-if hasattr(fx_trace, "_get_is_fx_tracing"):
-    FLAG_SCOPE = "thread"
-
-    def tracing_flag():
-        return bool(fx_trace._get_is_fx_tracing())  # pyright: ignore[reportAttributeAccessIssue]  # 2.14+ only
-else:
-    FLAG_SCOPE = "process"
-
-    def tracing_flag():
-        return bool(fx_trace._is_fx_tracing_flag)
-
-patcher_calls = [0]
-
-
-# -- sites: where a compile ran, or an uncompiled flex_attention call came from ---------------
-
-def library_of(path):
-    """The top-level package of a file installed under site-packages / dist-packages, else None."""
-    parts = path.replace("\\", "/").split("/")
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] in ("site-packages", "dist-packages"):
-            top = parts[i + 1]
-            return top[:-3] if top.endswith(".py") else top.split(".")[0]
-    return None
-
-
-def where(frame):
-    return f"{frame.f_globals.get('__name__') or '?'}:{frame.f_lineno}"
-
-
-def in_torch(path):
-    return os.path.abspath(path).startswith(TORCH_DIR)
-
-
-def describe(frame):
-    """The site of *frame* (the caller of torch.compile or of flex_attention): module:line, file,
-    line, library, and, when the frame is torch's own, the first frame outside torch."""
-    while frame is not None and frame.f_code.co_filename == HERE:
-        frame = frame.f_back
-    if frame is None:
-        return {"site": "?", "file": None, "line": None, "reached_from": None, "library": None}
-    path = frame.f_code.co_filename
-    reached = None
-    if in_torch(path):
-        up = frame.f_back
-        while up is not None and (up.f_code.co_filename == HERE or in_torch(up.f_code.co_filename)):
-            up = up.f_back
-        reached = where(up) if up is not None else None
-    file = path if path.startswith("<") else os.path.abspath(path)
-    return {"site": where(frame), "file": file, "line": frame.f_lineno, "reached_from": reached,
-            "library": library_of(file)}
-
-
-def site_record(desc, kind, target):
-    key = (kind, desc["file"], desc["line"], desc["site"], desc["reached_from"], target)
-    with lock:
-        rec = sites.get(key)
-        if rec is None:
-            rec = dict(desc, target=target, kind=kind, compiles=0 if kind == "compile" else None,
-                       compiled_calls=None, uncompiled_calls=0 if kind == "eager" else None,
-                       flex_inside=0 if kind == "compile" else None)
-            sites[key] = rec
-        return rec
-
-
-def bump(rec, field, n=1):
-    rec[field] = (rec[field] or 0) + n
 
 
 def target_name(target):
@@ -181,101 +84,6 @@ def target_name(target):
     if isinstance(target, torch.nn.Module):
         return type(target).__name__
     return getattr(target, "__name__", None) or type(target).__name__
-
-
-# -- compiled code: per-call instrumentation ------------------------------------------------
-
-running = threading.local()  # per thread: the compiled sites whose calls are under way, innermost last
-module_sites = {}  # id(what torch.compile returned for an nn.Module) -> (it, its site's record)
-traced_flex = [0]  # flex_attention calls dynamo traced into a graph (a compiled function's or module's)
-
-
-def sites_running():
-    stack = getattr(running, "sites", None)
-    if stack is None:
-        stack = running.sites = []
-    return stack
-
-
-def instrument(compiled, where_compiled, rec, direct):
-    """Calls of a compiled function, counted at its site. Those that run a compiled
-    flex_attention (*direct*: flex_attention itself; else a function whose graph has one)
-    are recorded one by one: thread, torch's FX flag, is_compiling(), time, errors and, for
-    flex_attention itself, the shapes (the precompile remedy warms them up)."""
-
-    def sleuth_recorded(*args, **kwargs):
-        if torch.compiler.is_dynamo_compiling():  # traced into another graph: not a call of its own
-            return compiled(*args, **kwargs)
-        flag = tracing_flag()
-        patched = getattr(fx_trace, "CURRENT_PATCHER", None) is not None and not flag
-        compiling = bool(torch.compiler.is_compiling())
-        started = time.perf_counter()
-        name = threading.current_thread().name
-        stack = sites_running()
-        stack.append(rec)
-        failed = None
-        try:
-            return compiled(*args, **kwargs)
-        except Exception as exc:
-            failed = type(exc).__name__
-            raise
-        finally:
-            ended = time.perf_counter()
-            stack.pop()
-            spec = None
-            if direct and len(calls) < P["max_calls"]:
-                q, k, v = (args + (None, None, None))[:3]
-                if isinstance(q, torch.Tensor):
-                    spec = {"q": tensor_spec(q), "k": tensor_spec(k), "v": tensor_spec(v),
-                            "block_mask": mask_spec(kwargs.get("block_mask")), "kwargs": sorted(kwargs),
-                            "grad": torch.is_grad_enabled(), "compiled": where_compiled, "autocast": autocast_state(q)}
-            with lock:
-                bump(rec, "compiled_calls")
-                if direct or rec["flex_inside"]:
-                    compiled_flex_calls[0] += 1
-                    if patched:
-                        patcher_calls[0] += 1
-                    if failed is not None:
-                        errors[failed] = errors.get(failed, 0) + 1
-                    if len(calls) < P["max_calls"]:
-                        calls.append((name, started, ended, flag, compiling))
-                        if spec is not None:
-                            shapes.setdefault(repr(spec), spec)
-
-    if not direct:  # a library's compiled function keeps its name and attributes
-        functools.update_wrapper(sleuth_recorded, compiled)
-    return sleuth_recorded
-
-
-def compiled_module_running():
-    """The site of the compiled nn.Module whose call is under way in this thread (sleuth does
-    not wrap modules: its OptimizedModule.__call__ frame says which)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_name == "__call__" and in_torch(frame.f_code.co_filename):
-            owner = frame.f_locals.get("self")
-            found = module_sites.get(id(owner))
-            if found is not None and found[0] is owner:
-                return found[1]
-        frame = frame.f_back
-    return None
-
-
-def flex_traced(ctx):
-    """Run by dynamo, through comptime, while it traces a call of sleuth's flex_attention into
-    a graph: the compiled function or module being called in this thread has one inside."""
-    stack = sites_running()
-    rec = stack[-1] if stack else compiled_module_running()
-    with lock:
-        traced_flex[0] += 1
-        if rec is not None:
-            bump(rec, "flex_inside")
-
-
-try:
-    from torch._dynamo.comptime import comptime
-except ImportError:  # no comptime: flex_attention inside a compiled graph goes uncounted
-    comptime = None
 
 
 # -- flex_attention itself: uncompiled calls, counted at the caller -------------------------
@@ -329,7 +137,7 @@ def compile_at(desc, model, args, kwargs):
             module_sites[id(compiled)] = (compiled, rec)
     if is_module or not callable(compiled):
         return compiled
-    return instrument(compiled, desc["site"], rec, is_flex)
+    return instrument(compiled, desc["site"], rec, is_flex, P["max_calls"])
 
 
 def sleuth_compile(*args, **kwargs):
@@ -379,59 +187,6 @@ def sleuth_thread_died(hook_args):
         with lock:
             died_of[name] = died_of.get(name, 0) + 1
     return real_excepthook(hook_args)
-
-
-def tally(d):
-    return ", ".join(f"{k} \u00d7{n}" for k, n in sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def plural(n, word):
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def shown(rec):
-    """A site as the sentence names it: the file's name for the entry's own __main__."""
-    site = rec["site"]
-    if site.startswith("__main__:") and rec["file"]:
-        site = f"{os.path.basename(rec['file'])}:{rec['line']}"
-    return site
-
-
-def entry_named(site):
-    """module:line, the entry's own module (runpy's __main__) by its file's name."""
-    return os.path.basename(entry) + site[len("__main__"):] if site.startswith("__main__:") else site
-
-
-def sites_sentence(found, flex_calls, traced):
-    compiled = [r for r in found if r["kind"] == "compile"]
-    eager = [r for r in found if r["kind"] == "eager"]
-    parts = []
-    for i, r in enumerate(compiled):
-        text = f"{r['target']}{' is compiled' if i == 0 else ''} at {shown(r)}"
-        if r["reached_from"]:
-            text += f" reached from {entry_named(r['reached_from'])}"
-        bits = [r["library"]] if r["library"] else []
-        bits.append(plural(r["compiles"], "compile"))
-        if r["compiled_calls"] is not None:
-            bits.append(plural(r["compiled_calls"], "compiled call"))
-        if r["flex_inside"]:
-            bits.append("flex_attention inside")
-        parts.append(text + " (" + ", ".join(bits) + ")")
-    if not parts:
-        head = "nothing was compiled: torch.compile was never called"
-    elif len(parts) == 1:
-        head = parts[0]
-    else:
-        head = ", ".join(parts[:-1]) + " and " + parts[-1]
-    n_eager = sum(r["uncompiled_calls"] for r in eager)
-    if n_eager:
-        froms = ", ".join(f"{shown(r)} ({r['uncompiled_calls']})" for r in eager)
-        tail = f"{plural(n_eager, 'flex_attention call')} ran uncompiled, from {froms}"
-    elif flex_calls or traced:
-        tail = "no flex_attention call ran uncompiled"
-    else:
-        tail = "flex_attention was never called"
-    return head + "; " + tail + "."
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -487,7 +242,7 @@ else:
     said += ", no thread died"
 found = [dict(r) for r in sites.values()]
 compiled_n, uncompiled_n = compiled_flex_calls[0], uncompiled_flex_calls[0]
-emit("finding", finding="compile-sites", text=sites_sentence(found, compiled_n + uncompiled_n, traced_flex[0]))
+emit("finding", finding="compile-sites", text=sites_sentence(found, compiled_n + uncompiled_n, traced_flex[0], entry))
 if not compiled_n + uncompiled_n + traced_flex[0]:  # flex_attention traced into a graph ran compiled
     raise RuntimeError(
         f"{P['entry']} ran ({said}) but never called a compiled flex_attention, nor an uncompiled one: there was "
