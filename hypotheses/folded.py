@@ -1,8 +1,9 @@
 """What the fold of an investigation's events keeps: every index the queries read, and the
 hypothesis graph (networkx), built only when someone reads it.
 
-The handlers that fill these are mixins (fold_definitions.py, fold_runs.py, fold_findings.py);
-:class:`~hypotheses.model.InvestigationState` puts them together.
+The handlers that fill these are functions of these indexes and one event, by what the events
+are about (fold_definitions.py, fold_runs.py, fold_findings.py);
+:class:`~hypotheses.model.InvestigationState` applies them in order.
 """
 
 from __future__ import annotations

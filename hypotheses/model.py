@@ -13,46 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .fold_definitions import DefinitionFolds
-from .fold_findings import FindingFolds
+from . import fold_definitions, fold_findings, fold_runs
 from .fold_runs import ANSWERED as _ANSWERED  # noqa: F401  (importable here, as it was)
-from .fold_runs import RunFolds
-from .folded import _gc_paused
+from .folded import FoldedIndexes, _gc_paused
 from .queries import StateQueries
-from .records import Event, EventKind
+from .records import Event
 
-__all__ = ["InvestigationState"]
+__all__ = ["HANDLERS", "InvestigationState"]
 
 
-class InvestigationState(DefinitionFolds, RunFolds, FindingFolds, StateQueries):
-    """Fold events into the graph and the indexes (folded.py; the handlers are the fold_*.py
-    mixins); the questions asked of them are :class:`StateQueries` (queries.py)."""
+# each event kind's handler: a function of the fold's indexes and the event (fold_*.py, by what
+# the events are about); unknown kinds come from newer versions and are kept, skipped
+HANDLERS: dict[str, Callable[[FoldedIndexes, Event], None]] = {
+    **fold_definitions.HANDLERS, **fold_runs.HANDLERS, **fold_findings.HANDLERS,
+}
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._handlers: dict[str, Callable[[Event], None]] = {
-            EventKind.INVESTIGATION_CREATED: self._created,
-            EventKind.SYMPTOM_ADDED: self._symptom,
-            EventKind.HYPOTHESIS_ADDED: self._hypothesis,
-            EventKind.SYMPTOM_REMOVED: self._symptom_removed,
-            EventKind.HYPOTHESIS_REMOVED: self._hypothesis_removed,
-            EventKind.LINK_ADDED: self._link,
-            EventKind.RUN_STARTED: self._run_started,
-            EventKind.RUN_FINISHED: self._run_finished,
-            EventKind.EVIDENCE_RECORDED: self._evidence,
-            EventKind.REMEDY_PREVIEWED: self._previewed,
-            EventKind.REMEDY_APPLIED: self._applied,
-            EventKind.REMEDY_REVERTED: self._reverted,
-            EventKind.APPLICATION_VERIFIED: self._verified,
-            EventKind.FLAG_RAISED: self._flag,
-            EventKind.NOTE_ADDED: self._note,
-            EventKind.BASELINE_MARKED: self._baseline,
-            EventKind.STATE_OBSERVED: self._observed,
-            EventKind.FLEET_EXPANDED: self._fleet_expanded,
-            EventKind.FLEET_COMPARED: self._fleet_compared,
-            EventKind.KNOWN_MATCHED: self._known_matched,
-            EventKind.FLEET_HANG: self._fleet_hang,
-        }
+
+class InvestigationState(FoldedIndexes, StateQueries):
+    """The fold's indexes (folded.py), filled event by event by the handlers of fold_*.py; the
+    questions asked of them are :class:`StateQueries` (queries.py)."""
 
     # ---------------------------------------------------------------- folding
 
@@ -69,9 +48,9 @@ class InvestigationState(DefinitionFolds, RunFolds, FindingFolds, StateQueries):
         return self.authors.get(seq, "")
 
     def apply(self, event: Event) -> None:
-        handler = self._handlers.get(event.kind)
+        handler = HANDLERS.get(event.kind)
         if handler is not None:  # unknown kinds come from newer versions: keep, skip
-            handler(event)
+            handler(self, event)
         if event.author:
             self.authors[event.seq] = event.author
         self.last_seq = event.seq

@@ -16,6 +16,7 @@ from sleuth.hypotheses import (
     InvestigationState,
     describe_check,
 )
+from sleuth.hypotheses.model import HANDLERS
 from support.sessions import env_state, record_run
 
 RACE_FAIL = {"threads": 4, "race": "fx-trace", "cold_cache": True, "calls": 200, "fx_trace_errors": 37,
@@ -70,7 +71,7 @@ def test_event_kinds_are_the_strings_in_the_store(inv):
     assert {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.EVIDENCE_RECORDED} <= stored
     assert json.dumps({"kind": EventKind.NOTE_ADDED}) == '{"kind": "note.added"}'
     # and the fold knows every kind there is
-    assert set(InvestigationState()._handlers) == set(EventKind)
+    assert set(HANDLERS) == set(EventKind)
 
 
 def test_every_status_has_one_glyph():
