@@ -25,6 +25,7 @@ def created(st: FoldedIndexes, e: Event) -> None:
     st.title = InvestigationCreated.of(e).title
     st.created_ts = e.ts
 
+
 def symptom(st: FoldedIndexes, e: Event) -> None:
     p = SymptomAdded.of(e)
     sym = SymptomDef(p.id, p.title if p.has("title") else p.id, p.text)
@@ -33,6 +34,7 @@ def symptom(st: FoldedIndexes, e: Event) -> None:
     for hyp in st.hypotheses.values():
         if sym.id in hyp.explains:
             st._edge(f"hyp:{hyp.id}", f"symptom:{sym.id}", "explains")
+
 
 def hypothesis(st: FoldedIndexes, e: Event) -> None:
     hyp = HypothesisDef.from_dict(HypothesisAdded.of(e).to_dict())
@@ -58,17 +60,20 @@ def hypothesis(st: FoldedIndexes, e: Event) -> None:
         st._node(f"hyp:{other}")  # may be defined later
         st._edge(node, f"hyp:{other}", kind, catalog=True)
 
+
 def forget_node(st: FoldedIndexes, node: str) -> None:
     graph = st.graph
     if node in graph:
         graph.remove_node(node)
     st.user_links = [(u, v, k) for u, v, k in st.user_links if node not in (u, v)]
 
+
 def symptom_removed(st: FoldedIndexes, e: Event) -> None:
     """A symptom taken back (a typo, a wrong guess): gone from the graph from here on."""
     ident = SymptomRemoved.of(e).id
     st.symptoms.pop(ident, None)
     forget_node(st, f"symptom:{ident}")
+
 
 def hypothesis_removed(st: FoldedIndexes, e: Event) -> None:
     """A hypothesis taken back: gone from the graph; its runs stay (they happened)."""
@@ -78,6 +83,7 @@ def hypothesis_removed(st: FoldedIndexes, e: Event) -> None:
     st._decisive.pop(h, None)
     st._counts.pop(h, None)
     forget_node(st, f"hyp:{h}")
+
 
 def link(st: FoldedIndexes, e: Event) -> None:
     p = LinkAdded.of(e)

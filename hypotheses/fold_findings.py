@@ -30,6 +30,7 @@ def previewed(st: FoldedIndexes, e: Event) -> None:
     p = RemedyPreviewed.of(e)
     st.previews[(p.remedy, p.path)] = {**e.data, "seq": e.seq}
 
+
 def applied(st: FoldedIndexes, e: Event) -> None:
     p = RemedyApplied.of(e)
     app = RemedyApplication(
@@ -49,17 +50,20 @@ def applied(st: FoldedIndexes, e: Event) -> None:
     st._node(f"app:{app.id}", kind="application")
     st._edge(f"app:{app.id}", f"remedy:{app.remedy}", "applied")
 
+
 def reverted(st: FoldedIndexes, e: Event) -> None:
     app = st.applications[RemedyReverted.of(e).application]
     app.active = False
     if app.upgrade is not None:
         st._overlay_events.append((app.target, e.seq, app.id, "removed"))
 
+
 def verified(st: FoldedIndexes, e: Event) -> None:
     p = ApplicationVerified.of(e)
     app = st.applications[p.application]
     app.verified.append(p.verification)
     st._edge(f"app:{app.id}", f"run:{p.run}", "verified-by", outcome=p.outcome)
+
 
 def flag(st: FoldedIndexes, e: Event) -> None:
     p = FlagRaised.of(e)
@@ -77,12 +81,14 @@ def flag(st: FoldedIndexes, e: Event) -> None:
         )
     )
 
+
 def note(st: FoldedIndexes, e: Event) -> None:
     p = NoteAdded.of(e)
     note = {"seq": e.seq, "ts": e.ts, "text": p.text, "about": p.about}
     if p.finding:  # sleuth's own note: a finding about a target's environment
         note.update(finding=p.finding, target=p.target)
     st.notes.append(note)
+
 
 def observed(st: FoldedIndexes, e: Event) -> None:
     p = StateObserved.of(e)
@@ -92,11 +98,14 @@ def observed(st: FoldedIndexes, e: Event) -> None:
         st._known_state[p.target] = (state, p.state_parts or component_keys(state))
         st._known_state_seq[p.target] = e.seq
 
+
 def fleet_expanded(st: FoldedIndexes, e: Event) -> None:
     st.fleets[FleetExpanded.of(e).fleet] = {**e.data, "seq": e.seq, "ts": e.ts}
 
+
 def fleet_compared(st: FoldedIndexes, e: Event) -> None:
     st.comparisons.append({**e.data, "seq": e.seq, "ts": e.ts})
+
 
 def known_matched(st: FoldedIndexes, e: Event) -> None:
     p = KnownMatched.of(e)
@@ -120,6 +129,7 @@ def known_matched(st: FoldedIndexes, e: Event) -> None:
         st.known_left.append(left)
         said["left"].append(left)
         st._known_live[(target, m.id)] = False
+
 
 def fleet_hang(st: FoldedIndexes, e: Event) -> None:
     st.fleet_hangs.append(FleetHang.of(e))

@@ -40,6 +40,7 @@ def run_started(st: FoldedIndexes, e: Event) -> None:
     st._node(f"probe:{run.probe}", kind="probe")
     st._edge(f"run:{run.id}", f"probe:{run.probe}", "of")
 
+
 def run_finished(st: FoldedIndexes, e: Event) -> None:
     p = RunFinished.of(e)
     run = st.runs[p.run]
@@ -83,6 +84,7 @@ def run_finished(st: FoldedIndexes, e: Event) -> None:
         st._by_check[(run.check_key, run.state_key)] = run.id
         st._last_asked[(run.probe, canonical(run.params), run.target)] = run.id
 
+
 def evidence(st: FoldedIndexes, e: Event) -> None:
     p = EvidenceRecorded.of(e)
     entry = Evidence(
@@ -105,6 +107,7 @@ def evidence(st: FoldedIndexes, e: Event) -> None:
     st._edge(f"run:{p.run}", f"hyp:{p.hypothesis}", "evidence", verdict=p.verdict)
     if p.verdict == "refutes":
         st._refuted_at[p.hypothesis] = st.runs[p.run].state_key
+
 
 def baseline(st: FoldedIndexes, e: Event) -> None:
     p = BaselineMarked.of(e)
