@@ -1,5 +1,5 @@
 """A later command handed to the running agent broker and run in a child forked from it
-(app/quick.py, probes/broker_server._ExecServer): the same answer, exit status, streams and
+(app/quick.py, probes/broker_exec.ExecServer): the same answer, exit status, streams and
 Ctrl-C as run here; a broker of other code refuses and the command runs here."""
 
 from __future__ import annotations
