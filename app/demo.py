@@ -15,9 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..probes import AgentPool, builtin_probes, load_config
+from ..probes import AgentPool, Config, builtin_probes, load_config
 from ..sessions import (
     CircularRetest,
+    Investigation,
+    RunReport,
     Workspace,
     apply_remedy,
     plan_remedy,
@@ -234,93 +236,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     inv.add_symptom("fx-trace-error")
     print(f"demo in {directory}: the example drafter is in drafter/, the investigation in {inv.path.name}")
     if not args.auto:
-        if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            inv.close()
-            print(
-                "\nNot at a terminal, so the UI is not opened. Open it with\n"
-                f"  {open_command(args.dir)}\nor run the whole investigation headless with\n"
-                f"  sleuth demo --auto {shlex.quote(args.dir)}"
-            )
-            return 0
-        os.chdir(directory)
-        print("fingerprinting the known-good environment (the baseline, before the failure)…", flush=True)
-        config = load_config(ws.config_path)
-        baseline = asyncio.run(_known_good(inv, config.target("local"), builtin_probes(), config))
-        print(f"run #{baseline} is the baseline")
-        from .tui import SleuthApp
-
-        SleuthApp.live(Workspace(directory), hint=_guide()).run()
-        print(f"the hunt is kept: open it again with  {open_command(args.dir)}")
-        return 0
+        return _in_the_ui(args, directory, ws, inv)
     started = time.monotonic()
     config = load_config(ws.config_path)
-    target = config.target("local")
-    probes = builtin_probes()
-
     os.chdir(directory)  # the probes' entry paths are relative to the demo directory
-
-    async def run(probe: str, params: dict, flagged: CircularRetest | None = None):
-        req = request_for_probe(inv, probes[probe], target, config.params_for(probe, params))
-        check = flagged.check if flagged is not None else None  # run what was asked about, without a second read
-        with Progress() as progress:
-            report = await run_probe(inv, target, req, force=flagged is not None, runner=agents, check=check,
-                                     on_record=progress.record)
-        data = report.to_json(inv)
-        verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
-        verdicts += inv.state.verified_by(report.run)
-        verdicts = ", ".join(verdicts) or "no evidence"
-        print(f"    run #{data['run_id']} {probe}: {data['classification']} in {data['seconds']:.1f} s — {verdicts}")
-        for found in run_findings(inv.state, report.run):
-            if found["kind"] == "known":  # what upstream already knows of what this run saw
-                print(f"    ⓚ {found['text']}")
-        return report
-
-    agents = AgentPool(warm=("torch",))  # one resident agent runs every probe of the demo
-
-    async def hunt() -> None:
-        try:
-            await steps()
-        finally:
-            await agents.close()
-
-    async def steps() -> None:
-        _say(0, "Before the failure: fingerprint the known-good environment and mark it as the baseline")
-        base = await _known_good(inv, target, probes, config, agents)
-        print(f"    run #{base} env-fingerprint: the baseline")
-        _say(1, "Reproduce: the drafter with 4 threads and cold caches, and a single-thread control")
-        await run("compile-race", {})
-        _say(2, "Version drift? Fingerprint the environment now and compare it with the known-good baseline")
-        await run("env-fingerprint", {})
-        _say(3, "Check the environment again, with nothing changed")
-        try:
-            await run("env-fingerprint", {})
-        except CircularRetest as flag:
-            print(f"    ⟲ sleuth: circular retest — {flag}")
-            print("    (running it anyway, so the postmortem can show what it cost)")
-            await run("env-fingerprint", {}, flagged=flag)
-        _say(4, "Cache invalidation? Measure it: inductor's own hit/miss counters on a compile against the caches")
-        await run("compile-cache", {})  # it compiles: the caches change, so it comes after the retest
-        _say(5, "Apply the lock remedy to drafter/model.py")
-        plan = plan_remedy(inv, "lock", directory / "drafter" / "model.py", "local")
-        for f in plan.findings:
-            print(f"    line {f['line']}: {f['what']}")
-        app = apply_remedy(inv, plan, "local", "compile-race")
-        print(f"    applied (application #{app}); {plan.diff.count(chr(10) + '+') } lines added")
-        reproduction = run_to_verify(inv.state, "local", "lock")
-        extra = verify_params(inv.state, reproduction) if reproduction else {}
-        trials = extra.get("trials", 1)
-        seen = [r for r in inv.state.runs.values() if r.probe == "compile-race" and r.classification == "completed"]
-        if not any(int(r.result.get("failed_trials") or 0) for r in seen):
-            _say(6, f"Re-run the reproduction under the lock, {trials} trial(s): the race did not reproduce here "
-                    "before the lock, so a clean run cannot say the lock fixed anything (the torch here may have "
-                    "fixed this face of it: see the known issues below)")
-        else:
-            _say(6, f"Re-run the reproduction under the lock, {trials} trials: enough that a clean result means the "
-                    "lock fixed it, given how often it failed before (cold caches again; the control already passed)")
-        await run("compile-race", {"control": False, **extra})
-
+    hunt = _Hunt(inv, config, directory)
     try:
-        asyncio.run(hunt())
+        asyncio.run(hunt.hunt())
     finally:
         out = write_postmortem(inv, directory / "postmortem.md")
         inv.close()
@@ -337,3 +259,99 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"done in {time.monotonic() - started:.0f} s\n\n"
           f"Open the hunt in the UI:  {open_command(args.dir)}")
     return 0
+
+
+def _in_the_ui(args: argparse.Namespace, directory: Path, ws: Workspace, inv: Investigation) -> int:
+    """The demo at a terminal: the baseline fingerprinted, then the UI with the guide; elsewhere, how to open it."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        inv.close()
+        print(
+            "\nNot at a terminal, so the UI is not opened. Open it with\n"
+            f"  {open_command(args.dir)}\nor run the whole investigation headless with\n"
+            f"  sleuth demo --auto {shlex.quote(args.dir)}"
+        )
+        return 0
+    os.chdir(directory)
+    print("fingerprinting the known-good environment (the baseline, before the failure)…", flush=True)
+    config = load_config(ws.config_path)
+    baseline = asyncio.run(_known_good(inv, config.target("local"), builtin_probes(), config))
+    print(f"run #{baseline} is the baseline")
+    from .tui import SleuthApp
+
+    SleuthApp.live(Workspace(directory), hint=_guide()).run()
+    print(f"the hunt is kept: open it again with  {open_command(args.dir)}")
+    return 0
+
+
+class _Hunt:
+    """The headless demo's steps, each a run on the local target in one resident agent."""
+
+    def __init__(self, inv: Investigation, config: Config, directory: Path) -> None:
+        self.inv, self.config, self.directory = inv, config, directory
+        self.target = config.target("local")
+        self.probes = builtin_probes()
+        self.agents = AgentPool(warm=("torch",))  # one resident agent runs every probe of the demo
+
+    async def hunt(self) -> None:
+        try:
+            await self.steps()
+        finally:
+            await self.agents.close()
+
+    async def run(self, probe: str, params: dict, flagged: CircularRetest | None = None) -> RunReport:
+        inv = self.inv
+        req = request_for_probe(inv, self.probes[probe], self.target, self.config.params_for(probe, params))
+        check = flagged.check if flagged is not None else None  # run what was asked about, without a second read
+        with Progress() as progress:
+            report = await run_probe(inv, self.target, req, force=flagged is not None, runner=self.agents, check=check,
+                                     on_record=progress.record)
+        data = report.to_json(inv)
+        verdicts = [f"{e['verdict']} {e['hypothesis']}" for e in data["evidence"]]
+        verdicts += inv.state.verified_by(report.run)
+        said = ", ".join(verdicts) or "no evidence"
+        print(f"    run #{data['run_id']} {probe}: {data['classification']} in {data['seconds']:.1f} s — {said}")
+        for found in run_findings(inv.state, report.run):
+            if found["kind"] == "known":  # what upstream already knows of what this run saw
+                print(f"    ⓚ {found['text']}")
+        return report
+
+    async def steps(self) -> None:
+        _say(0, "Before the failure: fingerprint the known-good environment and mark it as the baseline")
+        base = await _known_good(self.inv, self.target, self.probes, self.config, self.agents)
+        print(f"    run #{base} env-fingerprint: the baseline")
+        _say(1, "Reproduce: the drafter with 4 threads and cold caches, and a single-thread control")
+        await self.run("compile-race", {})
+        _say(2, "Version drift? Fingerprint the environment now and compare it with the known-good baseline")
+        await self.run("env-fingerprint", {})
+        _say(3, "Check the environment again, with nothing changed")
+        try:
+            await self.run("env-fingerprint", {})
+        except CircularRetest as flag:
+            print(f"    ⟲ sleuth: circular retest — {flag}")
+            print("    (running it anyway, so the postmortem can show what it cost)")
+            await self.run("env-fingerprint", {}, flagged=flag)
+        _say(4, "Cache invalidation? Measure it: inductor's own hit/miss counters on a compile against the caches")
+        await self.run("compile-cache", {})  # it compiles: the caches change, so it comes after the retest
+        await self.lock()
+
+    async def lock(self) -> None:
+        """Steps 5 and 6: the lock applied to the drafter, then the reproduction re-run under it."""
+        inv = self.inv
+        _say(5, "Apply the lock remedy to drafter/model.py")
+        plan = plan_remedy(inv, "lock", self.directory / "drafter" / "model.py", "local")
+        for f in plan.findings:
+            print(f"    line {f['line']}: {f['what']}")
+        app = apply_remedy(inv, plan, "local", "compile-race")
+        print(f"    applied (application #{app}); {plan.diff.count(chr(10) + '+') } lines added")
+        reproduction = run_to_verify(inv.state, "local", "lock")
+        extra = verify_params(inv.state, reproduction) if reproduction else {}
+        trials = extra.get("trials", 1)
+        seen = [r for r in inv.state.runs.values() if r.probe == "compile-race" and r.classification == "completed"]
+        if not any(int(r.result.get("failed_trials") or 0) for r in seen):
+            _say(6, f"Re-run the reproduction under the lock, {trials} trial(s): the race did not reproduce here "
+                    "before the lock, so a clean run cannot say the lock fixed anything (the torch here may have "
+                    "fixed this face of it: see the known issues below)")
+        else:
+            _say(6, f"Re-run the reproduction under the lock, {trials} trials: enough that a clean result means the "
+                    "lock fixed it, given how often it failed before (cold caches again; the control already passed)")
+        await self.run("compile-race", {"control": False, **extra})
