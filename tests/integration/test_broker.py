@@ -145,10 +145,10 @@ def test_output_through_the_broker_arrives_byte_for_byte_as_frames_and_as_json_l
     import base64
     import sys
 
+    from sleuth.ipc.unixsock import caller_state
     from sleuth.probes import ProgramSpec, Target, execute
     from sleuth.probes.broker import BrokerClient, target_to_dict
     from sleuth.probes.protocol import build_program, new_nonce
-    from sleuth.ipc.unixsock import caller_state
     from support.remote import Sink
 
     d = tmp_path / "proj" / ".sleuth"
@@ -201,10 +201,10 @@ def test_a_slow_command_holds_the_far_end_back_instead_of_filling_the_broker(tmp
     import base64
     import sys
 
+    from sleuth.ipc.unixsock import caller_state
     from sleuth.probes import ProgramSpec, Target
     from sleuth.probes.broker import BrokerClient, target_to_dict
     from sleuth.probes.protocol import build_program, new_nonce
-    from sleuth.ipc.unixsock import caller_state
 
     d = tmp_path / "proj" / ".sleuth"
     d.mkdir(parents=True)

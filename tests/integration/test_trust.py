@@ -151,8 +151,8 @@ def test_a_socket_file_made_to_look_like_ours_is_caught_by_its_peer(outside):
 
 def test_the_socket_paths_are_one_function_on_both_sides(tmp_path: Path):
     from sleuth.app.quick import exec_socket
-    from sleuth.probes.broker import broker_socket
     from sleuth.ipc.unixsock import agent_socket, command_socket
+    from sleuth.probes.broker import broker_socket
 
     for d in (tmp_path / ".sleuth", tmp_path.joinpath(*(["d" * 30] * 4), ".sleuth")):
         d.mkdir(parents=True)
