@@ -16,7 +16,7 @@ from pathlib import Path
 from ..probes import Config, Target, load_config
 from ..probes.remedies import INSTALLED_FLAG, REMEDIES, RemedyPlan
 from ..sessions import RemedyError, TreePlan, Workspace
-from ..sessions.remedy_use import (
+from ..sessions.remedies.use import (
     apply_plan,
     installed_changed,
     installed_restored,

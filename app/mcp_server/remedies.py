@@ -1,5 +1,5 @@
 """The MCP tools that change the user's code and put it back: remedy_preview, remedy_apply,
-remedy_revert (the lock and precompile remedies; sessions/remedy_use.py is the use-case the
+remedy_revert (the lock and precompile remedies; sessions/remedies/use.py is the use-case the
 CLI shares)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from ...probes.remedies import INSTALLED_FLAG, REMEDIES
 from ...sessions import Investigation, RemedyError, TreePlan
-from ...sessions import remedy_use as use
+from ...sessions.remedies import use
 from .answers import Remedy
 from .tools import TARGET_SAID, Context, Sleuth, ToolError, hints, rooted, target_of, tool
 

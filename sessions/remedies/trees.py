@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
-from ..probes import ReachError, Target
-from ..probes.remedies import (
+from ...probes import ReachError, Target
+from ...probes.remedies import (
     INSTALLED_FLAG,
     CodeFile,
     InstalledPackageError,
@@ -19,11 +19,11 @@ from ..probes.remedies import (
     remote_tree,
     revert,
 )
-from ..probes.remote_files import remote_path
-from .errors import InvestigationError
-from .investigation import Investigation
-from .remedy_files import revert_application, target_name, write_remedy
-from .remedy_state import addressed_hypothesis, nothing_to_change, remedy_inputs
+from ...probes.remote_files import remote_path
+from ..errors import InvestigationError
+from ..investigation import Investigation
+from .files import revert_application, target_name, write_remedy
+from .state import addressed_hypothesis, nothing_to_change, remedy_inputs
 
 __all__ = ["TreePlan", "apply_tree", "find_remedy_file", "plan_tree", "revert_tree", "tree_files"]
 

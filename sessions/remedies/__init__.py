@@ -2,13 +2,14 @@
 a local or a remote file, each an event with the file's before and after bytes, tied to the
 hypothesis the catalog says the remedy addresses; and which run verifies an application.
 
-The names the rest of sleuth uses, from three modules: remedy_state.py (what the state says
-of remedies), remedy_files.py (one file), remedy_trees.py (a whole code tree)."""
+The names the rest of sleuth uses, from three modules: state.py (what the state says of
+remedies), files.py (one file), trees.py (a whole code tree); use.py is the use-case the front
+ends call (where a remedy goes, its plan, apply and revert)."""
 
 from __future__ import annotations
 
-from ..probes.remedies import RemedyError
-from .remedy_files import (
+from ...probes.remedies import RemedyError
+from .files import (
     apply_remedy,
     plan_remedy,
     record_remedy,
@@ -17,7 +18,7 @@ from .remedy_files import (
     revert_remedy,
     write_remedy,
 )
-from .remedy_state import (
+from .state import (
     active_application,
     addressed_hypothesis,
     applied_file,
@@ -28,7 +29,7 @@ from .remedy_state import (
     run_to_verify,
     verify_params,
 )
-from .remedy_trees import TreePlan, apply_tree, find_remedy_file, plan_tree, revert_tree, tree_files
+from .trees import TreePlan, apply_tree, find_remedy_file, plan_tree, revert_tree, tree_files
 
 __all__ = [
     "RemedyError",

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..hypotheses import InvestigationState, RemedyApplication
-from ..probes import ReachError, Target
-from ..probes.remedies import CodeFile, RemedyError, RemedyPlan, apply_plan, code_file, preview, revert, sha256
-from .investigation import Investigation
-from .remedy_state import active_application, addressed_hypothesis, fx_trace_run, nothing_to_change, remedy_inputs
+from ...hypotheses import InvestigationState, RemedyApplication
+from ...probes import ReachError, Target
+from ...probes.remedies import CodeFile, RemedyError, RemedyPlan, apply_plan, code_file, preview, revert, sha256
+from ..investigation import Investigation
+from .state import active_application, addressed_hypothesis, fx_trace_run, nothing_to_change, remedy_inputs
 
 __all__ = [
     "apply_remedy",

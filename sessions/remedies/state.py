@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..hypotheses import InvestigationState, RunInfo, trials_needed
-from ..probes.remedies import INSTALLED_FLAG, CodeFile
-from .errors import InvestigationError
+from ...hypotheses import InvestigationState, RunInfo, trials_needed
+from ...probes.remedies import INSTALLED_FLAG, CodeFile
+from ..errors import InvestigationError
 
 __all__ = [
     "active_application",

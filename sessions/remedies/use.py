@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..probes import Config, Target
-from ..probes.remedies import RemedyError, RemedyPlan
-from .investigation import Investigation
-from .remedies import TreePlan, apply_remedy, apply_tree, plan_remedy, plan_tree, revert_remedy, revert_tree
-from .workspace import Workspace
+from ...probes import Config, Target
+from ...probes.remedies import RemedyError, RemedyPlan
+from ..investigation import Investigation
+from ..workspace import Workspace
+from . import TreePlan, apply_remedy, apply_tree, plan_remedy, plan_tree, revert_remedy, revert_tree
 
 __all__ = ["apply_plan", "installed_changed", "installed_restored", "is_tree", "one_line", "plan_at", "remedy_path",
            "revert_at"]
