@@ -214,7 +214,7 @@ def _known_here(st, entries, target: str) -> list[str]:
     for e in entries.values():
         if e.package != "torch" or not set(e.explains) & tested:
             continue
-        runs = sorted({m["run"] for m in st.known_matches if m["id"] == e.id and m["target"] == target})
+        runs = sorted({m.run for m in st.known_matches if m.id == e.id and m.target == target})
         out.append(describe_standing(e, versions, runs))
     return out
 

@@ -70,11 +70,11 @@ def _verifier(inv, args: argparse.Namespace, target, entry_id: str):
         ask = CheckAsk(probe=args.probe, script=args.script, target=target.name, params=_params(args.param))
         resolved = resolve_check(ask, config, root=Path.cwd(), name=lambda arg: f"--{arg}")
         return request_for_check(inv, resolved, config)
-    showed = [m for m in inv.state.known_matches if m["id"] == entry_id and m["target"] == target.name]
+    showed = [m for m in inv.state.known_matches if m.id == entry_id and m.target == target.name]
     if not showed:
         raise UsageError(f"no run on {target.name} has shown {entry_id} yet: give the check to verify with "
                          "(--probe ID or --script FILE), or --no-verify to make the overlay only")
-    run = inv.state.runs[showed[-1]["run"]]
+    run = inv.state.runs[showed[-1].run]
     probes = builtin_probes()
     if run.probe not in probes:
         raise UsageError(f"#{run.id}, the latest run that showed {entry_id}, ran {run.probe}: give it again to verify "

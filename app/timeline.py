@@ -60,12 +60,12 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
                         style="green" if run.result.get("healthy") else "bold yellow")
         rows.append((run.started_ts, run.started_seq, by(line, run.started_seq), run.id, False))
     for m in st.known_matches:
-        line = Text(f"{clock(m['ts'] - t0)} ⓚ #{m['run']} {m['id']} ", style="bold blue")
-        line.append(f"{m['package']} {m.get('measured')} in {m['affected']}: {m['title']}", style="blue")
-        rows.append((m["ts"], m["seq"], line, m["run"], False))
+        line = Text(f"{clock(m.ts - t0)} ⓚ #{m.run} {m.id} ", style="bold blue")
+        line.append(f"{m.package} {m.measured} in {m.affected}: {m.title}", style="blue")
+        rows.append((m.ts, m.seq, line, m.run, False))
     for m in st.known_left:
-        rows.append((m["ts"], m["seq"], Text(f"{clock(m['ts'] - t0)} ⓚ #{m['run']} " + describe_left(m), style="blue"),
-                     m["run"], False))
+        rows.append((m.ts, m.seq, Text(f"{clock(m.ts - t0)} ⓚ #{m.run} " + describe_left(m.to_dict()), style="blue"),
+                     m.run, False))
     for seen in st.observations:
         said = observation_sentence(seen.read)
         if said:
@@ -81,8 +81,7 @@ def timeline_rows(st: InvestigationState) -> list[tuple[float, Text, int | None,
             line.append(" (reverted)", style="dim")
         rows.append((app.applied_ts, app.applied_seq, by(line, app.applied_seq), None, False))
     for n in st.notes:
-        rows.append((n["ts"], n["seq"], by(Text(f"{clock(n['ts'] - t0)} ✎ {n['text']}", style="italic"), n["seq"]),
-                     None, False))
+        rows.append((n.ts, n.seq, by(Text(f"{clock(n.ts - t0)} ✎ {n.text}", style="italic"), n.seq), None, False))
     for d in st.comparisons:
         c = Comparison.from_dict(d)
         line = Text(f"{clock(d['ts'] - t0)} ⊞ fleet {c.fleet} · {c.probe}: ", style="bold cyan")
@@ -149,8 +148,8 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, Any]]:
             out.append({"kind": "state", "text": f"{run.target} read before the run: {said}",
                         "changes": [_change(c) for c in own.read.changes or ()]})
     out += [{"kind": f.kind, "text": f.message} for f in st.flags if f.run == run_id]
-    out += [{"kind": "environment", "text": n["text"]} for n in st.notes
-            if n.get("finding") and n.get("about") == f"#{run_id}"]  # said once per target, with the run that showed it
+    out += [{"kind": "environment", "text": n.text} for n in st.notes
+            if n.finding and n.about == f"#{run_id}"]  # said once per target, with the run that showed it
     drift = run.result.get("changes") if run.result.get("has_baseline") else None
     if isinstance(drift, list) and drift:
         out.append({"kind": "drift", "text": f"against the baseline: {changes_text(drift)}",
@@ -164,8 +163,8 @@ def run_findings(st: InvestigationState, run_id: int) -> list[dict[str, Any]]:
     if run.result.get("said"):  # the probe's reading in words (compile-cache's counters, the race experiment)
         out.append({"kind": run.probe, "text": str(run.result["said"])})
     known = st.known_for_run(run_id)
-    out += [{"kind": "known", "text": describe_match(m)} for m in known["matches"]]
-    out += [{"kind": "known", "text": describe_left(m)} for m in known["left"]]
+    out += [{"kind": "known", "text": describe_match(m.to_dict())} for m in known["matches"]]
+    out += [{"kind": "known", "text": describe_left(m.to_dict())} for m in known["left"]]
     return out
 
 

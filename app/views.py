@@ -1,12 +1,11 @@
 """What the screens say, as plain functions of the folded state: tree labels, the detail of a
 selection, the suggested next step, a run's summary. No Textual here (Rich text only), so
 the wording is tested without running the app. The timeline, the event log and the retest
-questions in words are app/timeline.py's.
+questions in words are app/timeline.py's; a stacks run's ranks table is app/hang_view.py's.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +17,10 @@ from ..hypotheses import (
     Evidence,
     InvestigationState,
 )
-from ..hypotheses.hang import state_word
 from ..hypotheses.known import describe_left, describe_match, fix_words
 from ..hypotheses.verification import outcome_words
 from ..sessions.steps import NextStep, investigation_next_step, next_step
+from .hang_view import ranks_table
 
 __all__ = [
     "GLYPHS",
@@ -37,6 +36,7 @@ __all__ = [
     "verified_by",
     "run_summary",
     "drift_line",
+    "ranks_table",
 ]
 
 GLYPHS = STATUS_GLYPHS
@@ -91,7 +91,7 @@ def hypothesis_label(st: InvestigationState, h: str) -> Text:
             text.append(f"  {kind} {dst.split(':', 1)[1]}", style="italic cyan")
     if st.fixed_by(h):
         text.append("  fixed", style="bold green")
-    live = sorted({m["id"] for m in st.known_for(h) if m["applies_now"]})
+    live = sorted({k.match.id for k in st.known_for(h) if k.applies_now})
     if live:
         text.append(f"  ⓚ {', '.join(live)}", style="blue")
     return text
@@ -156,9 +156,9 @@ def _run_text(st: InvestigationState, run_id: int, step: NextStep | None) -> Tex
         text.append_text(ranks_table(run.result))
     known = st.known_for_run(run.id)
     for m in known["matches"]:
-        text.append("ⓚ " + describe_match(m) + "\n", style="blue")
+        text.append("ⓚ " + describe_match(m.to_dict()) + "\n", style="blue")
     for m in known["left"]:
-        text.append("ⓚ " + describe_left(m) + "\n", style="blue")
+        text.append("ⓚ " + describe_left(m.to_dict()) + "\n", style="blue")
     if step is not None and step.action != "none":
         text.append("next:     ", style="bold dim")
         text.append(step.text, style="bold")
@@ -245,16 +245,18 @@ def _evidence_text(st: InvestigationState, h: str) -> Text:
 def _known_text(st: InvestigationState, h: str) -> Text:
     """The known upstream issues matched for the hypothesis: applying now, or no longer."""
     text = Text()
-    for i, m in enumerate(st.known_for(h)):
+    for i, k in enumerate(st.known_for(h)):
+        m = k.match
         text.append("known:    " if i == 0 else "          ", style="bold dim")
-        text.append(f"{m['id']} ", style="bold blue")
-        where = f"matched by #{m['run']} on {m['target']}" + (" (its signature in the output)" if m.get("seen") else "")
-        if m["applies_now"]:
-            text.append(f"{m['package']} {m.get('measured')} in {m['affected']} · {fix_words(m)} · {where}\n", style="blue")
+        text.append(f"{m.id} ", style="bold blue")
+        where = f"matched by #{m.run} on {m.target}" + (" (its signature in the output)" if m.seen else "")
+        fix = fix_words(m.to_dict())
+        if k.applies_now:
+            text.append(f"{m.package} {m.measured} in {m.affected} · {fix} · {where}\n", style="blue")
         else:
-            text.append(f"no longer applies on {m['target']} ({where}, then the versions left {m['affected']}) · "
-                        f"{fix_words(m)}\n", style="dim")
-        text.append(f"          {m['title']} — {m['source']}\n", style="dim")
+            text.append(f"no longer applies on {m.target} ({where}, then the versions left {m.affected}) · {fix}\n",
+                        style="dim")
+        text.append(f"          {m.title} — {m.source}\n", style="dim")
     return text
 
 
@@ -275,55 +277,6 @@ def _remedies_text(st: InvestigationState, h: str) -> Text:
                         f"{' (reverted)' if not app.active else ''}"
                         f"{' · verified: ' + said[-1] if said else ' · not verified yet'}\n",
                         style="cyan" if app.active else "dim")
-    return text
-
-
-def _recorded(fr: Any) -> str:
-    """A rank's Flight Recorder in a cell: the collective it waits in, or none, or why unread."""
-    if not isinstance(fr, dict):
-        return "—"
-    if fr.get("error"):
-        return "unread"
-    waits = fr.get("waits_in") or []
-    if not waits:
-        return "in no collective"
-    return "in " + re.sub(r"^\w+:| \(.*\)$", "", str(waits[-1]))  # "in all_reduce #4 on group 0"
-
-
-def ranks_table(result: dict[str, Any], most: int = 64) -> Text:
-    """A stacks run's ranks × where their threads are: one row per rank (its main thread's place,
-    the collective under it, stuck or moving, how many samples), the odd ranks marked ◆ and
-    their reading said first."""
-    text = Text()
-    for said in result.get("sentences") or []:
-        text.append(f"{said}\n", style="bold yellow" if result.get("verdict") != "healthy" else "bold green")
-    odd = {r.get("rank") for r in result.get("odd_ranks") or []}
-    rows = result.get("per_rank") or []
-    if not rows:
-        return text
-    recorded = any(r.get("flight_recorder") for r in rows)
-    native = any(r.get("native_read") for r in rows)
-    text.append(f"\n{'':2}{'rank':<10} {'main thread':<44} {'collective':<12} {'state':<12} samples  "
-                + (f"{'native wait':<34} " if native else "")
-                + (f"{'flight recorder':<28} " if recorded else "") + "other threads\n", style="bold dim")
-    for r in rows[:most]:
-        main = r.get("main") or {}
-        where = f"{main.get('function')} {str(main.get('file') or '').rsplit('/', 1)[-1]}:{main.get('line')}" if main else "—"
-        state = state_word(r)
-        wait = r.get("native_wait") or {}
-        waits = (str(wait.get("frame")) if wait else "none seen" if r.get("native_read") else "not read")
-        others = ", ".join(f"{n}: {(t.get('where') or {}).get('function')}" for n, t in (r.get("threads") or {}).items()
-                           if n != "MainThread" and t.get("where"))
-        mark = "◆ " if r.get("label") in odd else "  "
-        line = (f"{mark}{r.get('label', '?'):<10} {where[:44]:<44} {str(main.get('collective') or '—'):<12} "
-                f"{state[:12]:<12} {'/'.join(map(str, r.get('main_samples') or [])):<8} "
-                + (f"{waits[:34]:<34} " if native else "")
-                + (f"{_recorded(r.get('flight_recorder'))[:28]:<28} " if recorded else "") + f"{others[:60]}\n")
-        if r.get("error"):
-            line = f"{mark}{r.get('label', '?'):<10} no stacks: {str(r['error'])[:100]}\n"
-        text.append(line, style="bold red" if mark.strip() else "")
-    if len(rows) > most:
-        text.append(f"  … and {len(rows) - most} more (sleuth probe run stacks --json has them all)\n", style="dim")
     return text
 
 

@@ -21,6 +21,7 @@ from .payloads import (
 )
 from .records import Event, EventKind, Flag, Observation, RemedyApplication
 from .state import component_keys
+from .stored import KnownSeen, Note
 
 __all__ = ["HANDLERS"]
 
@@ -87,7 +88,7 @@ def note(st: FoldedIndexes, e: Event) -> None:
     note = {"seq": e.seq, "ts": e.ts, "text": p.text, "about": p.about}
     if p.finding:  # sleuth's own note: a finding about a target's environment
         note.update(finding=p.finding, target=p.target)
-    st.notes.append(note)
+    st.notes.append(Note.from_dict(note))
 
 
 def observed(st: FoldedIndexes, e: Event) -> None:
@@ -115,7 +116,7 @@ def known_matched(st: FoldedIndexes, e: Event) -> None:
     said = st._known_by_run.setdefault(p.run, {"matches": [], "left": []})
     where = {"run": p.run, "target": target, "state_key": state_key, "seq": e.seq, "ts": e.ts}
     for m in p.matches:
-        match = {**m.to_dict(), **where}
+        match = KnownSeen.from_dict({**m.to_dict(), **where})  # the entry's keys in their order, then where
         st.known_matches.append(match)
         said["matches"].append(match)
         st._known_live[(target, m.id)] = True
@@ -125,7 +126,7 @@ def known_matched(st: FoldedIndexes, e: Event) -> None:
             if h in st.hypotheses:
                 st._edge(f"known:{m.id}", f"hyp:{h}", "explains")
     for m in p.left:
-        left = {**m.to_dict(), **where}
+        left = KnownSeen.from_dict({**m.to_dict(), **where})
         st.known_left.append(left)
         said["left"].append(left)
         st._known_live[(target, m.id)] = False

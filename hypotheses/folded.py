@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 from .catalog import HypothesisDef, SymptomDef
 from .payloads import FleetHang
 from .records import Evidence, Flag, Observation, RemedyApplication, RunInfo
+from .stored import KnownAtRun, KnownSeen, Note
 
 __all__ = ["FoldedIndexes"]
 
@@ -57,7 +58,7 @@ class FoldedIndexes:
         self.applications: dict[int, RemedyApplication] = {}
         self.flags: list[Flag] = []
         self.previews: dict[tuple[str, str], dict[str, Any]] = {}  # (remedy, file) -> latest preview
-        self.notes: list[dict[str, Any]] = []
+        self.notes: list[Note] = []
         self.baselines: dict[str, int] = {}  # target -> run id
         self.evidence: dict[str, list[Evidence]] = {}  # hypothesis -> its evidence, in order
         # hypothesis -> (its latest decisive evidence, the decisive verdicts seen in each state):
@@ -80,9 +81,9 @@ class FoldedIndexes:
         self._refuted_at: dict[str, str | None] = {}  # hypothesis -> state key of refuting run
         # Known upstream issues matched by runs (known.matched): evidence of its own kind, never
         # an experiment's verdict, so status() does not read it.
-        self.known_matches: list[dict[str, Any]] = []  # each match with its run, target, state key
-        self.known_left: list[dict[str, Any]] = []  # an entry that stopped applying on a target
-        self._known_by_run: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        self.known_matches: list[KnownSeen] = []  # each match with its run, target, state key
+        self.known_left: list[KnownSeen] = []  # an entry that stopped applying on a target
+        self._known_by_run: dict[int, KnownAtRun] = {}
         self._known_live: dict[tuple[str, str], bool] = {}  # (target, entry id) -> applies now
         self._known_state_seq: dict[str, int] = {}  # target -> the event that last told its state
         self._overlay_events: list[tuple[str, int, int, str]] = []  # (target, seq, application, made|removed)

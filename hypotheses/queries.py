@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .records import Evidence, PreRunCheck, RemedyApplication, RunInfo
 from .state import canonical, check_key, component_keys, state_key_of_parts
-from .stored import Verification
+from .stored import KnownAtRun, KnownNow, KnownSeen, Note, Verification
 from .verification import describe_verifications
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class StateQueries:
     runs: dict[int, RunInfo]
     applications: dict[int, RemedyApplication]
     flags: list[Flag]
-    notes: list[dict[str, Any]]
+    notes: list[Note]
     baselines: dict[str, int]
     evidence: dict[str, list[Evidence]]
     _decisive: dict[str, tuple[Evidence, dict[str | None, set[str]]]]
@@ -49,9 +49,9 @@ class StateQueries:
     _history: dict[tuple[str, str], list[tuple[str, int]]]
     _polls: set[tuple[str, str]]
     _refuted_at: dict[str, str | None]
-    known_matches: list[dict[str, Any]]
-    known_left: list[dict[str, Any]]
-    _known_by_run: dict[int, dict[str, list[dict[str, Any]]]]
+    known_matches: list[KnownSeen]
+    known_left: list[KnownSeen]
+    _known_by_run: dict[int, KnownAtRun]
     _known_live: dict[tuple[str, str], bool]
     _known_state_seq: dict[str, int]
     _overlay_events: list[tuple[str, int, int, str]]
@@ -247,21 +247,21 @@ class StateQueries:
                 found.append((part, earlier[-1], history[-2][1]))
         return found
 
-    def known_for_run(self, run: int) -> dict[str, list[dict[str, Any]]]:
+    def known_for_run(self, run: int) -> KnownAtRun:
         """The known upstream issues run #*run* matched, and those that stopped applying at it."""
         said = self._known_by_run.get(run)
         return {"matches": list(said["matches"]), "left": list(said["left"])} if said else {"matches": [], "left": []}
 
-    def known_for(self, hypothesis: str) -> list[dict[str, Any]]:
+    def known_for(self, hypothesis: str) -> list[KnownNow]:
         """The latest match of each known upstream issue that explains *hypothesis* (on any
         target), with ``applies_now``: whether that target's latest run still matched it
         (False once its versions left the affected range). Evidence of its own kind: a match
         says upstream knows this failure in these versions; it is never an experiment."""
-        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        latest: dict[tuple[str, str], KnownSeen] = {}
         for m in self.known_matches:
-            if hypothesis in m.get("explains", ()):
-                latest[(m["target"], m["id"])] = m
-        return [{**m, "applies_now": self._known_live.get(key, True)} for key, m in latest.items()]
+            if hypothesis in m.explains:
+                latest[(m.target, m.id)] = m
+        return [KnownNow(m, self._known_live.get(key, True)) for key, m in latest.items()]
 
     def known_live(self, target: str, entry: str) -> bool | None:
         """Whether known issue *entry* applied at *target*'s latest run that spoke of it; None if
@@ -305,8 +305,8 @@ class StateQueries:
             "probes": [t.probe for t in hyp.probes],
             "remedies": list(hyp.remedies),
             "evidence": self.evidence_counts(hyp.id),
-            "known": [{"id": m["id"], "target": m["target"], "run": m["run"], "applies_now": m["applies_now"],
-                       "fixed_in": m.get("fixed_in"), "source": m.get("source")} for m in self.known_for(hyp.id)],
+            "known": [{"id": k.match.id, "target": k.match.target, "run": k.match.run, "applies_now": k.applies_now,
+                       "fixed_in": k.match.fixed_in, "source": k.match.source} for k in self.known_for(hyp.id)],
             "explains": list(hyp.explains),
             "links": links,
             "refines": self.parent(hyp.id),
@@ -324,9 +324,9 @@ class StateQueries:
                 "runs": [r.to_dict() for r in self.runs.values()],
                 "applications": [a.to_dict() for a in self.applications.values()],
                 "flags": [f.to_dict() for f in self.flags],
-                "notes": self.notes,
+                "notes": [n.to_dict() for n in self.notes],
                 "baselines": self.baselines,
-                "known": [{k: v for k, v in m.items() if k not in ("seq", "ts")} for m in self.known_matches],
+                "known": [{k: v for k, v in m.to_dict().items() if k not in ("seq", "ts")} for m in self.known_matches],
             }
         )
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from .stored import Record
 
-__all__ = ["CacheResult", "Fingerprint", "FrameworkFrame", "HangReading", "NativeWait", "OddRank", "Place", "RankRow"]
+__all__ = ["CacheResult", "Fingerprint", "FrameworkFrame", "HangReading", "NativeWait", "OddRank", "Place", "RankRecorder",
+           "RankRow", "ThreadRow"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Place(Record):
     function: str | None = None
     file: str | None = None
     line: int | None = None
+    collective: str | None = None  # the collective it is in ("all_reduce", "DDP reducer"), if any
 
     @property
     def file_name(self) -> str:
@@ -48,9 +50,33 @@ class FrameworkFrame(Record):
 
 
 @dataclass(frozen=True)
+class ThreadRow(Record):
+    """One thread of a rank (a stacks row's ``threads``): its usual place and its samples there."""
+
+    where: Mapping[str, Any] | None = None
+    samples: list[int] | None = None  # [samples in that place, samples read]
+
+    @cached_property
+    def place(self) -> Place | None:
+        return Place.from_dict(self.where) if self.where else None
+
+
+@dataclass(frozen=True)
+class RankRecorder(Record):
+    """What torch's Flight Recorder said of one rank (a stacks row's ``flight_recorder``): the
+    collectives it entered per group and those it waits in, or why it was not read."""
+
+    source: str | None = None
+    error: str | None = None  # why it was not read
+    entered: Mapping[str, int] | None = None  # process group -> the last collective entered
+    waits_in: list[str] | None = None  # "all_reduce #4 on group 0 (…)", the last the one it waits in
+
+
+@dataclass(frozen=True)
 class RankRow(Record):
     """One rank of a stacks reading (``per_rank``): its label, where its main thread was (or
-    why no stack was read), the native wait and framework frame below it."""
+    why no stack was read), the native wait and framework frame below it, its state over the
+    window, its other threads and its Flight Recorder."""
 
     label: Any = None  # "rank 2", or "pid 4711" where the process has no rank
     main: Mapping[str, Any] | None = None
@@ -58,6 +84,9 @@ class RankRow(Record):
     native_wait: Mapping[str, Any] | None = None
     native_read: bool | None = None
     framework: Mapping[str, Any] | None = None
+    main_samples: list[int] | None = None  # [samples at the main thread's place, samples read]
+    threads: Mapping[str, Mapping[str, Any]] | None = None  # thread name -> its ThreadRow
+    flight_recorder: Any = None  # a RankRecorder's object where the Flight Recorder was asked
 
     @cached_property
     def place(self) -> Place | None:
@@ -72,6 +101,18 @@ class RankRow(Record):
     @cached_property
     def in_framework(self) -> FrameworkFrame | None:
         return FrameworkFrame.from_dict(self.framework) if self.framework else None
+
+    @cached_property
+    def other_threads(self) -> dict[str, Place]:
+        """Where each thread but the main one was, for those whose place was read."""
+        rows = ((name, ThreadRow.from_dict(t)) for name, t in (self.threads or {}).items() if name != "MainThread")
+        return {name: t.place for name, t in rows if t.place is not None}
+
+    @cached_property
+    def recorder(self) -> RankRecorder | None:
+        """The Flight Recorder's reading of this rank; None where it was not asked."""
+        fr = self.flight_recorder
+        return RankRecorder.from_dict(fr) if isinstance(fr, Mapping) else None
 
 
 @dataclass(frozen=True)
@@ -97,8 +138,8 @@ class HangReading(Record):
     samples: int | None = None
     window_s: float | None = None
 
-    def rows(self, limit: int) -> list[RankRow]:
-        """The first *limit* ranks' rows."""
+    def rows(self, limit: int | None = None) -> list[RankRow]:
+        """The first *limit* ranks' rows (every rank's without a limit)."""
         return [RankRow.from_dict(r) for r in (self.per_rank or [])[:limit]]
 
     @cached_property

@@ -3,7 +3,8 @@ stored object given back exactly: keys in their stored order, a key no field nam
 in ``_extra``, a key that was not stored left absent in ``_absent`` even where its field has a
 default) and the records event payloads hold (payloads.py): a state read (its torch version
 parsed once), a remedy's verification (its ``strong`` default said once), a known-issue match,
-an upgrade's overlay; and one the fold keeps: a known-issue match with where it was seen.
+an upgrade's overlay; and those the fold keeps: a known-issue match with where it was seen (and,
+for a hypothesis, whether it applies now), a note.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypedDict
 
-__all__ = ["KnownMatch", "KnownSeen", "Overlay", "Record", "StateRead", "Verification"]
+__all__ = ["KnownAtRun", "KnownMatch", "KnownNow", "KnownSeen", "Note", "Overlay", "Record", "StateRead", "Verification"]
 
 _NOT_FIELDS = ("_extra", "_absent", "_order")
 _NONE: frozenset[str] = frozenset()
@@ -118,6 +119,10 @@ class Record:
         """Whether the stored object had *name* (a field left at its default was absent)."""
         return name not in self._absent if name in self._spec().known else name in self._extra
 
+    def stored(self, name: str) -> Any:
+        """Field *name* as the stored object had it; None where it lacked it (whatever the default)."""
+        return None if name in self._absent else getattr(self, name)
+
 
 # ---------------------------------------------------------------- records inside payloads
 
@@ -210,8 +215,23 @@ class KnownMatch(Record):
     checked: str | None = None  # the date the entry was last verified against upstream
 
 
+class _ByKey:
+    """Read by the stored key (``m["id"]``) as the dicts these records replaced were: only for the
+    tests that still do (tests/unit/test_known.py, test_states.py, test_ui_keys.py,
+    test_investigation.py, tests/integration/test_mcp.py, test_exchange.py); sleuth reads attributes."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+
+# ---------------------------------------------------------------- records the fold keeps
+
+
 @dataclass(frozen=True)
-class KnownSeen(KnownMatch):
+class KnownSeen(KnownMatch, _ByKey):
     """A known-issue match (or a left entry) as the fold keeps it (``known_matches``,
     ``known_left``): the entry, then the run, target, state key, event and time it came with."""
 
@@ -220,6 +240,38 @@ class KnownSeen(KnownMatch):
     state_key: str | None = None
     seq: int = 0
     ts: float = 0.0
+
+
+class KnownAtRun(TypedDict):
+    """What one run said of known issues: the entries it matched, those that stopped applying at it."""
+
+    matches: list[KnownSeen]
+    left: list[KnownSeen]
+
+
+@dataclass(frozen=True)
+class KnownNow(_ByKey):
+    """A known issue's latest match on a target, and whether it applies there now: False once a
+    later run on that target measured versions outside its range."""
+
+    match: KnownSeen
+    applies_now: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.match.to_dict(), "applies_now": self.applies_now}
+
+
+@dataclass(frozen=True)
+class Note(Record, _ByKey):
+    """A note as the fold keeps it (``notes``): the user's, about the whole hunt, a hypothesis or a
+    run (#N); or sleuth's own finding about a target, which alone has ``finding`` and ``target``."""
+
+    seq: int
+    ts: float
+    text: str
+    about: str | None = None
+    finding: str | None = None
+    target: str | None = None
 
 
 @dataclass(frozen=True)

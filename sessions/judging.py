@@ -180,9 +180,9 @@ def _verify_upgrade(st: InvestigationState, info: RunInfo, app: RemedyApplicatio
     before = [r for r in st.runs.values() if r.target == info.target and r.probe == info.probe
               and r.id != info.id and set(r.remedies) == others and r.state is not None
               and _experiment(r.params) == same]
-    showed = {r.id for r in before if any(m["id"] == ov.issue for m in st.known_for_run(r.id)["matches"])}
+    showed = {r.id for r in before if any(m.id == ov.issue for m in st.known_for_run(r.id)["matches"])}
     if not showed:
-        if others and any(any(m["id"] == ov.issue for m in st.known_for_run(r.id)["matches"])
+        if others and any(any(m.id == ov.issue for m in st.known_for_run(r.id)["matches"])
                           for r in st.runs.values() if r.target == info.target and r.probe == info.probe):
             names = ", ".join(f"{a.remedy} #{a.id}" for a in st.applications.values() if a.digest in others)
             return [NewEvent(EventKind.NOTE_ADDED, {

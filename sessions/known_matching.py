@@ -48,14 +48,14 @@ def known_matched(st: InvestigationState, known: Mapping[str, KnownIssue], info:
                         run.result)
     matched = {m["id"] for m in matches}
     left = []
-    earlier = {m["id"]: m for m in st.known_matches if m["target"] == info.target}
+    earlier = {m.id: m for m in st.known_matches if m.target == info.target}
     for ident, m in earlier.items():
         if ident in matched or st.known_live(info.target, ident) is False:
             continue
-        why = leaving(m, versions)
+        why = leaving(m.to_dict(), versions)
         if why is not None:
-            left.append({k: m.get(k) for k in ("id", "title", "package", "affected", "fixed_in", "source",
-                                                "checked", "explains")} | {"why": why})
+            left.append({k: m.stored(k) for k in ("id", "title", "package", "affected", "fixed_in", "source",
+                                                   "checked", "explains")} | {"why": why})
     if not (matches or left):
         return None
     return NewEvent(EventKind.KNOWN_MATCHED, {"run": info.id, "target": info.target, "matches": matches,

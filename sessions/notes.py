@@ -25,7 +25,7 @@ def note_added(st: InvestigationState, text: str, about: str | None = None) -> N
 
 def has_finding(st: InvestigationState, target: str, finding: str) -> bool:
     """Whether sleuth said *finding* about *target* already."""
-    return any(n.get("finding") == finding and n.get("target") == target for n in st.notes)
+    return any(n.finding == finding and n.target == target for n in st.notes)
 
 
 def finding_noted(st: InvestigationState, target: str, finding: str, sentence: str, run: int) -> NewEvent | None:

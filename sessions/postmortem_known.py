@@ -16,13 +16,12 @@ _SHOWN_RUNS = 6  # the runs that matched an issue, named before "and N more"
 def known_section(st: InvestigationState) -> list[str]:
     if not st.known_matches:
         return []
-    matches = [KnownSeen.from_dict(m) for m in st.known_matches]
     latest: dict[tuple[str, str], KnownSeen] = {}  # (target, issue) -> its latest match
     runs: dict[tuple[str, str], list[int]] = {}  # (target, issue) -> the runs that matched it, in order
-    for m in matches:
+    for m in st.known_matches:
         latest[(m.target, m.id)] = m
         runs.setdefault((m.target, m.id), []).append(m.run)
-    left = {(m.target, m.id): m for m in map(KnownSeen.from_dict, st.known_left)}
+    left = {(m.target, m.id): m for m in st.known_left}
     out = ["## Known upstream issues", "",
            "A match means a run on that target measured a version in the issue's affected range and, where the issue "
            "has a signature, its output showed it. It is what upstream already knows, not an experiment: no status "

@@ -4,7 +4,6 @@ match and outside change, one table row each, in the order they happened."""
 from __future__ import annotations
 
 from ..hypotheses import Comparison, InvestigationState
-from ..hypotheses.stored import KnownSeen
 from .postmortem_environment import observed_change
 from .postmortem_text import cell, since
 
@@ -39,16 +38,16 @@ def _rows(st: InvestigationState, outputs: dict[int, str], t0: float) -> list[_R
     for f in st.flags:
         rows.append(((f.ts, f.seq), f"| {since(f.ts, t0)} | ⚑ {f.kind} | {by(f.seq)} | {f.target} | {cell(f.message)} |"))
     for n in st.notes:
-        about = f" (about {n['about']})" if n.get("about") else ""
-        rows.append(((n["ts"], n["seq"]), f"| {since(n['ts'], t0)} | note{about} | {by(n['seq'])} | | {cell(n['text'])} |"))
+        about = f" (about {n.about})" if n.about else ""
+        rows.append(((n.ts, n.seq), f"| {since(n.ts, t0)} | note{about} | {by(n.seq)} | | {cell(n.text)} |"))
     for d in st.comparisons:
         rows.append(((d["ts"], d["seq"]), f"| {since(d['ts'], t0)} | fleet {d['fleet']} compared ({d.get('probe')}) | "
                                           f"{by(d['seq'])} | {len(d.get('runs', {}))} members | "
                                           f"{cell(Comparison.from_dict(d).headline())} |"))
-    for m in map(KnownSeen.from_dict, st.known_matches):
+    for m in st.known_matches:
         rows.append(((m.ts, m.seq), f"| {since(m.ts, t0)} | known upstream issue {m.id} matched by #{m.run} | {by(m.seq)} | "
                                     f"{m.target} | {cell(m.package + ' ' + str(m.measured))} in {cell(str(m.affected))} |"))
-    for m in map(KnownSeen.from_dict, st.known_left):
+    for m in st.known_left:
         rows.append(((m.ts, m.seq), f"| {since(m.ts, t0)} | known upstream issue {m.id} no longer applies "
                                     f"(#{m.run}) | {by(m.seq)} | {m.target} | {cell(str(m.why))} |"))
     for seen in st.observations:

@@ -16,6 +16,7 @@ from ..hypotheses import PreRunCheck, fingerprint_changes
 from ..hypotheses.cache_keys import with_cache_changes
 from ..hypotheses.hang import with_hang_analysis
 from ..hypotheses.known import SignatureWatch
+from ..hypotheses.stored import KnownAtRun
 from ..probes import ProbeError, ProgramSpec, Runner, RunOutcome, Target, execute
 from ..probes.catalog import ProbeDef
 from ..probes.py_spy import ensure_py_spy
@@ -80,13 +81,13 @@ class RunReport:
         }
 
 
-def known_json(said: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def known_json(said: KnownAtRun) -> list[dict[str, Any]]:
     """A run's known upstream issues as `probe run --json` gives them: each match (``status``
     "matched") and each entry that stopped applying at it (``status`` "no longer applies")."""
     keys = ("id", "title", "package", "measured", "affected", "fixed_in", "source", "checked", "explains",
             "workarounds", "seen")
-    out = [{"status": "matched", **{k: m.get(k) for k in keys}} for m in said["matches"]]
-    out += [{"status": "no longer applies", **{k: m.get(k) for k in keys if k in m}, "why": m.get("why")}
+    out = [{"status": "matched", **{k: m.stored(k) for k in keys}} for m in said["matches"]]
+    out += [{"status": "no longer applies", **{k: m.stored(k) for k in keys if m.has(k)}, "why": m.stored("why")}
             for m in said["left"]]
     return out
 

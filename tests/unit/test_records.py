@@ -33,9 +33,11 @@ from sleuth.hypotheses.results import (
     NativeWait,
     OddRank,
     Place,
+    RankRecorder,
     RankRow,
+    ThreadRow,
 )
-from sleuth.hypotheses.stored import KnownMatch, KnownSeen, Overlay, Record, StateRead, Verification
+from sleuth.hypotheses.stored import KnownMatch, KnownSeen, Note, Overlay, Record, StateRead, Verification
 from sleuth.sessions import Investigation
 from sleuth.sessions.store import Store
 
@@ -163,12 +165,29 @@ def test_the_fold_reads_the_typed_records(session: Path) -> None:
         assert (hang.fleet, hang.runs, hang.reading["stuck"]) == ("nodes", {"a": hang.run - 1, "b": hang.run}, 1)
         reading = HangReading.from_dict(hang.reading)  # the postmortem reads it typed
         assert reading.to_dict() == hang.reading and reading.odd_kinds == {1: None} and reading.verdict is None
-        for kept in (st_.known_matches, st_.known_left):  # the fold's dicts, read typed: the same dicts back
-            for m in kept:
-                seen = KnownSeen.from_dict(m)
-                assert seen.to_dict() == m and list(seen.to_dict()) == list(m)
-                assert (seen.run, seen.target, seen.seq, seen.source) == (m["run"], m["target"], m["seq"], m.get("source"))
-        assert any(KnownSeen.from_dict(m).checked for m in st_.known_matches)  # a field now, no longer kept aside
+        events = {e.seq: e for e in _events(session)}
+        for kept, part in ((st_.known_matches, "matches"), (st_.known_left, "left")):  # kept typed, parsed once
+            for seen in kept:
+                assert isinstance(seen, KnownSeen)
+                e = events[seen.seq]
+                [stored] = [m for m in e.data[part] if m["id"] == seen.id]
+                where = {"run": e.data["run"], "target": seen.target, "state_key": st_.runs[seen.run].state_key,
+                         "seq": e.seq, "ts": e.ts}
+                # what the fold kept before (the stored entry, then where it was seen), key for key, in order
+                assert seen.to_dict() == {**stored, **where} and list(seen.to_dict()) == list({**stored, **where})
+                assert (seen.run, seen.target, seen.source) == (e.data["run"], "local", stored.get("source"))
+        assert any(m.checked for m in st_.known_matches)  # a field now, no longer kept aside
+        said = st_.known_for_run(st_.known_left[0].run)
+        assert said["left"] == st_.known_left and all(isinstance(m, KnownSeen) for m in said["matches"])
+        [now] = st_.known_for("compile-race")  # the latest match, and that it left its range on the overlay
+        assert (now.match, now.applies_now) == (st_.known_matches[-1], False)
+        notes = {n.text: n for n in st_.notes}
+        mine, finding = notes["the race again"], notes["sleuth, on local: torch is a CPU build"]
+        assert isinstance(mine, Note) and (mine.about, mine.finding, mine.target) == ("compile-race", None, None)
+        assert list(mine.to_dict()) == ["seq", "ts", "text", "about"]  # a user's note has no finding, no target
+        assert (finding.finding, finding.target, finding.about) == ("cpu-build", "local", "#1")
+        assert list(finding.to_dict()) == ["seq", "ts", "text", "about", "finding", "target"]
+        assert [n.to_dict() for n in st_.notes] == st_.snapshot()["notes"]
         assert "torch" in inv.to_markdown()
     finally:
         inv.close()
@@ -223,14 +242,21 @@ def test_any_payload_round_trips_with_keys_no_record_names(kind: str, extra: dic
 
 def test_a_stacks_row_as_the_hang_reading_writes_it_reads_typed_and_gives_it_back() -> None:
     where = Where("all_reduce", "/job/train.py", 42, "allreduce")
-    view = RankView("rank 1", 4711, "b", main=where, stuck=True, native_read=True,
+    loader = Where("next_batch", "/job/data.py", 7)
+    view = RankView("rank 1", 4711, "b", main=where, stuck=True, native_read=True, main_share=(3, 4),
+                    threads={"MainThread": (where, 3, 4), "loader": (loader, 4, 4), "idle": (None, 0, 4)},
                     wait={"frame": "ncclWait", "what": "a collective", "kind": "collective"},
                     framework={"package": "torch", "function": "all_reduce"})
-    stored = view.to_dict()
+    stored = {**view.to_dict(), "flight_recorder": {"source": "hook", "entered": {"0": 4},
+                                                    "waits_in": ["all_reduce #4 on group 0"]}}
     row = RankRow.from_dict(stored)
     assert row.to_dict() == stored and list(row.to_dict()) == list(stored)
     assert row.place == Place.from_dict(stored["main"]) and row.place is not None
     assert (row.place.function, row.place.file_name, row.place.line) == ("all_reduce", "train.py", 42)
+    assert row.place.collective == "allreduce" and row.main_samples == [3, 4]
+    assert {name: (p.function, p.file_name) for name, p in row.other_threads.items()} == {"loader": ("next_batch", "data.py")}
+    assert row.recorder is not None and (row.recorder.waits_in, row.recorder.error) == (["all_reduce #4 on group 0"], None)
+    assert RankRow.from_dict({"flight_recorder": "not an object"}).recorder is None
     assert row.wait is not None and (row.wait.frame, row.wait.what) == ("ncclWait", "a collective")
     assert row.in_framework is not None and (row.in_framework.package, row.in_framework.function) == ("torch", "all_reduce")
     unread = RankRow.from_dict(RankView("pid 9", 9, None, error="py-spy: permission denied").to_dict())
@@ -252,8 +278,8 @@ def test_a_fingerprint_tells_measured_absent_from_not_measured() -> None:
     assert (cache.misses, cache.said, cache.to_dict()["key_parts"]) == (3, None, {"a": 1})
 
 
-_RESULT_RECORDS: list[type[Record]] = [HangReading, RankRow, OddRank, Place, NativeWait, FrameworkFrame, CacheResult,
-                                       Fingerprint, KnownMatch, KnownSeen, Overlay]
+_RESULT_RECORDS: list[type[Record]] = [HangReading, RankRow, OddRank, Place, NativeWait, FrameworkFrame, ThreadRow,
+                                       RankRecorder, CacheResult, Fingerprint, KnownMatch, KnownSeen, Note, Overlay]
 
 
 @settings(max_examples=60, deadline=None)
