@@ -70,7 +70,8 @@ def prepare(out: Path, device: str) -> None:
             pass
 
     probe = builtin_probes()["fx-trace-state"]
-    spec = ProgramSpec(probe=probe.id, source=probe.source, params={"entry": str(out / "original" / "train.py"), "args": ["--race", "compile", "--steps", "4"]})
+    spec = ProgramSpec(probe=probe.id, source=probe.source, filename=probe.path.name, parts=probe.part_sources,
+                       params={"entry": str(out / "original" / "train.py"), "args": ["--race", "compile", "--steps", "4"]})
     outcome = asyncio.run(execute(load_config(None).target("local"), spec, Sink()))
     shapes = next(r for r in outcome.records if r["kind"] == "result")["shapes"]
     for s in shapes:

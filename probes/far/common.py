@@ -66,3 +66,12 @@ def emit(kind, **fields):
     """The stand-in for the prelude's emit where no prelude ran (a probe script run standalone):
     each record a JSON line on stdout."""
     print(_json.dumps(dict({"kind": kind}, **fields), default=str))
+
+
+def run_parts(script, parts, namespace):
+    """A probe script run standalone (no prelude) runs its parts itself, as sleuth sends them
+    first at the far end: each file beside *script*, in *namespace*, under its own name."""
+    for part in parts:
+        path = _os.path.join(_os.path.dirname(_os.path.abspath(script)), part)
+        with open(path) as fh:
+            exec(compile(fh.read(), path, "exec"), namespace)

@@ -33,10 +33,7 @@ if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from 
     _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
     emit = _far["emit"]
     params = dict(PROBE["params"])
-    for _part in PROBE["parts"]:  # what sleuth sends first, run in this namespace
-        _path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _part)
-        with open(_path) as _fh:
-            exec(compile(_fh.read(), _path, "exec"), globals())
+    _far["run_parts"](__file__, PROBE["parts"], globals())  # what sleuth sends first, run in this namespace
 
 import functools
 import os

@@ -141,4 +141,4 @@ def test_a_probes_parts_run_first_in_its_namespace_and_a_missing_part_is_said(tm
     with pytest.raises(ProbeError, match=r"q\.py: PROBE's part _gone\.py is not a file beside it"):
         probe_from_file(tmp_path / "q.py")
     stacks = probe_from_file(Path(__file__).parents[2] / "probes" / "scripts" / "stacks.py")
-    assert [name for name, _text in stacks.part_sources] == ["_stacks_proc.py"]
+    assert [name for name, _text in stacks.part_sources] == ["_stacks_proc.py", "_stacks_spy.py", "_stacks_spawn.py", "_stacks_hook.py", "_stacks_fr.py"]
