@@ -21,20 +21,9 @@ ANSWERED = ("completed", "failed", "no_result")
 
 def run_started(st: FoldedIndexes, e: Event) -> None:
     p = RunStarted.of(e)
-    run = RunInfo(
-        id=p.run,
-        probe=p.probe,
-        params=p.params,
-        target=p.target,
-        kind=p.kind,
-        check_key=p.check_key,
-        started_ts=e.ts,
-        started_seq=e.seq,
-        remedies=tuple(p.remedies),
-        retest_of=p.retest_of,
-        stochastic=bool(p.stochastic),
-        observed_seq=p.observed,
-    )
+    run = RunInfo(id=p.run, probe=p.probe, params=p.params, target=p.target, kind=p.kind, check_key=p.check_key,
+                  started_ts=e.ts, started_seq=e.seq, remedies=tuple(p.remedies), retest_of=p.retest_of,
+                  stochastic=bool(p.stochastic), observed_seq=p.observed)
     st.runs[run.id] = run
     st._node(f"run:{run.id}", kind="run")
     st._node(f"probe:{run.probe}", kind="probe")
@@ -87,15 +76,9 @@ def run_finished(st: FoldedIndexes, e: Event) -> None:
 
 def evidence(st: FoldedIndexes, e: Event) -> None:
     p = EvidenceRecorded.of(e)
-    entry = Evidence(
-        run=p.run,
-        hypothesis=p.hypothesis,
-        verdict=p.verdict,
-        rule=p.rule,
-        fields=p.fields,
-        seq=e.seq,
-        state_key=st.runs[p.run].state_key if p.run in st.runs else None,
-    )
+    state_key = st.runs[p.run].state_key if p.run in st.runs else None
+    entry = Evidence(run=p.run, hypothesis=p.hypothesis, verdict=p.verdict, rule=p.rule, fields=p.fields, seq=e.seq,
+                     state_key=state_key)
     st.evidence.setdefault(p.hypothesis, []).append(entry)
     if entry.verdict != "inconclusive":
         _last, by_state = st._decisive.get(entry.hypothesis, (entry, {}))

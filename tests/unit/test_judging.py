@@ -47,16 +47,20 @@ def judged(state: InvestigationState, run: int) -> list[tuple[str, dict[str, Any
     return [(str(e.kind), e.data) for e in out]
 
 
-def test_a_run_that_fails_again_under_the_fix_supports_the_race_and_verifies_the_fix_not_fixed():
+def under_the_lock(failed_trials: int) -> InvestigationState:
+    """The race supported by run 1 (one trial failed), the lock applied, then run 2 under it."""
     code = {"code": "c0", "env": {"torch": "2.11.0"}}
-    state = fold(
+    return fold(
         (EventKind.HYPOTHESIS_ADDED, RACE),
         *run_events(1, {"failed_trials": 1}, code),
         SUPPORTED_BY_1,
         (EventKind.REMEDY_APPLIED, LOCKED),
-        *run_events(2, {"failed_trials": 1}, {**code, "code": "c1"}, remedies=["lock:bb"]),
+        *run_events(2, {"failed_trials": failed_trials}, {**code, "code": "c1"}, remedies=["lock:bb"]),
     )
-    said = judged(state, 2)
+
+
+def test_a_run_that_fails_again_under_the_fix_supports_the_race_and_verifies_the_fix_not_fixed():
+    said = judged(under_the_lock(failed_trials=1), 2)
     assert [kind for kind, _ in said] == ["evidence.recorded", "application.verified"]
     assert said[0][1]["verdict"] == "supports" and said[0][1]["hypothesis"] == "race"
     verified = said[1][1]
@@ -65,15 +69,7 @@ def test_a_run_that_fails_again_under_the_fix_supports_the_race_and_verifies_the
 
 
 def test_a_clean_run_under_the_fix_verifies_it_instead_of_refuting_the_race():
-    code = {"code": "c0", "env": {"torch": "2.11.0"}}
-    state = fold(
-        (EventKind.HYPOTHESIS_ADDED, RACE),
-        *run_events(1, {"failed_trials": 1}, code),
-        SUPPORTED_BY_1,
-        (EventKind.REMEDY_APPLIED, LOCKED),
-        *run_events(2, {"failed_trials": 0}, {**code, "code": "c1"}, remedies=["lock:bb"]),
-    )
-    said = judged(state, 2)
+    said = judged(under_the_lock(failed_trials=0), 2)
     assert [kind for kind, _ in said] == ["application.verified"]  # no evidence against the race
     assert (said[0][1]["outcome"], said[0][1]["before"], said[0][1]["after"]) == ("fixed", [1, 1], [0, 1])
 
