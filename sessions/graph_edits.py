@@ -5,9 +5,9 @@ or refuses it with an InvestigationError (nothing written)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from ..hypotheses import LINK_KINDS, Catalog, EventKind, HypothesisDef, InvestigationState, ProbeTest
+from ..hypotheses import LINK_KINDS, Catalog, EventKind, HypothesisDef, InvestigationState
 from .errors import InvestigationError
 from .new_event import NewEvent
 
@@ -87,35 +87,17 @@ def symptom_added(st: InvestigationState, catalog: Catalog | None, ident: str, t
     return [added, *map(hypothesis_added, woken(st, catalog, lambda h: ident in h.explains))]
 
 
-def new_hypothesis(
-    st: InvestigationState,
-    ident: str,
-    title: str,
-    claim: str = "",
-    explains: Iterable[str] = (),
-    links: Iterable[tuple[str, str]] = (),
-    probes: Iterable[ProbeTest] = (),
-    remedies: Iterable[str] = (),
-) -> NewEvent:
-    """The user's own hypothesis *ident*, its links and the symptoms it explains checked."""
-    if ident in st.hypotheses:
-        raise InvestigationError(f"hypothesis {ident!r} already exists")
-    links = tuple(links)
-    for kind, other in links:
+def new_hypothesis(st: InvestigationState, hyp: HypothesisDef) -> NewEvent:
+    """The user's own hypothesis (the facade's words as a definition, its source "session"), its
+    links and the symptoms it explains checked."""
+    if hyp.id in st.hypotheses:
+        raise InvestigationError(f"hypothesis {hyp.id!r} already exists")
+    for kind, other in hyp.links:
         _need_link(st, kind, "hyp", other)
-    for sym in explains:
+    for sym in hyp.explains:
         if sym not in st.symptoms:
             raise InvestigationError(f"unknown symptom {sym!r}; known: {', '.join(st.symptoms) or 'none'}")
-    return hypothesis_added(HypothesisDef(
-        id=ident,
-        title=title,
-        claim=claim,
-        explains=tuple(explains),
-        probes=tuple(probes),
-        remedies=tuple(remedies),
-        links=links,
-        source="session",
-    ))
+    return hypothesis_added(hyp)
 
 
 def _need_link(st: InvestigationState, kind: str, node_kind: str, ident: str) -> None:

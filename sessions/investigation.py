@@ -22,6 +22,7 @@ from ..hypotheses import (
     Catalog,
     Comparison,
     EventKind,
+    HypothesisDef,
     InvestigationState,
     PreRunCheck,
     ProbeTest,
@@ -149,7 +150,9 @@ class Investigation:
         probes: Iterable[ProbeTest] = (),
         remedies: Iterable[str] = (),
     ) -> None:
-        self._write(graph_edits.new_hypothesis(self.state, ident, title, claim, explains, links, probes, remedies))
+        hyp = HypothesisDef(id=ident, title=title, claim=claim, explains=tuple(explains), probes=tuple(probes),
+                            remedies=tuple(remedies), links=tuple(links), source="session")
+        self._write(graph_edits.new_hypothesis(self.state, hyp))
 
     def remove_symptom(self, ident: str) -> None:
         """Take a symptom back (recorded: replay shows it until here)."""
