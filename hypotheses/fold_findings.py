@@ -34,16 +34,8 @@ def previewed(st: FoldedIndexes, e: Event) -> None:
 
 def applied(st: FoldedIndexes, e: Event) -> None:
     p = RemedyApplied.of(e)
-    app = RemedyApplication(
-        id=p.application,
-        remedy=p.remedy,
-        hypothesis=p.hypothesis,
-        target=p.target,
-        files=p.files,
-        applied_ts=e.ts,
-        upgrade=p.overlay,
-        applied_seq=e.seq,
-    )
+    app = RemedyApplication(id=p.application, remedy=p.remedy, hypothesis=p.hypothesis, target=p.target, files=p.files,
+                            applied_ts=e.ts, upgrade=p.overlay, applied_seq=e.seq)
     st.applications[app.id] = app
     if app.upgrade is not None:
         st._overlay_events.append((app.target, e.seq, app.id, "made"))
