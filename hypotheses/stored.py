@@ -215,23 +215,11 @@ class KnownMatch(Record):
     checked: str | None = None  # the date the entry was last verified against upstream
 
 
-class _ByKey:
-    """Read by the stored key (``m["id"]``) as the dicts these records replaced were: only for the
-    tests that still do (tests/unit/test_known.py, test_states.py, test_ui_keys.py,
-    test_investigation.py, tests/integration/test_mcp.py, test_exchange.py); sleuth reads attributes."""
-
-    def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-
 # ---------------------------------------------------------------- records the fold keeps
 
 
 @dataclass(frozen=True)
-class KnownSeen(KnownMatch, _ByKey):
+class KnownSeen(KnownMatch):
     """A known-issue match (or a left entry) as the fold keeps it (``known_matches``,
     ``known_left``): the entry, then the run, target, state key, event and time it came with."""
 
@@ -250,7 +238,7 @@ class KnownAtRun(TypedDict):
 
 
 @dataclass(frozen=True)
-class KnownNow(_ByKey):
+class KnownNow:
     """A known issue's latest match on a target, and whether it applies there now: False once a
     later run on that target measured versions outside its range."""
 
@@ -262,7 +250,7 @@ class KnownNow(_ByKey):
 
 
 @dataclass(frozen=True)
-class Note(Record, _ByKey):
+class Note(Record):
     """A note as the fold keeps it (``notes``): the user's, about the whole hunt, a hypothesis or a
     run (#N); or sleuth's own finding about a target, which alone has ``finding`` and ``target``."""
 

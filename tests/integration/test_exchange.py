@@ -138,8 +138,8 @@ def test_who_wrote_each_event_survives_export_and_import(hunt: Path, tmp_path: P
     import_session(doc, copy)
     with Investigation.replay(copy) as again:
         assert dump_export(again.export_json()) == first
-        note = [n for n in again.state.notes if n["text"] == "seen by the agent"][0]
-        assert again.state.author(note["seq"]) == "mcp:claude-code"
+        note = [n for n in again.state.notes if n.text == "seen by the agent"][0]
+        assert again.state.author(note.seq) == "mcp:claude-code"
 
 
 def test_import_and_export_through_the_cli(hunt: Path, tmp_path: Path):

@@ -174,7 +174,7 @@ async def test_both_protocol_eras_see_the_same_tools_and_answers(project):
                           sorted(status))
     assert seen["legacy"] == seen[MODERN]
     with current(project) as inv:
-        authors = {n["text"]: inv.state.author(n["seq"]) for n in inv.state.notes}
+        authors = {n.text: inv.state.author(n.seq) for n in inv.state.notes}
         assert authors == {"from legacy": "mcp:agent-legacy", f"from {MODERN}": f"mcp:agent-{MODERN}"}
 
 
@@ -349,8 +349,8 @@ async def test_over_stdio_the_cli_subprocess_serves_and_names_the_client(project
         page = answer(await client.call_tool("run_output", {"run": data["run_id"], "start": 7000, "count": 1}))
         assert page["lines"][0]["text"].startswith("In flex_attention_forward") and page["next_start"] == 7001
     with current(project) as inv:
-        notes = [n for n in inv.state.notes if n["text"] == "over stdio"]
-        assert notes and inv.state.author(notes[0]["seq"]) == "mcp:stdio-agent"
+        notes = [n for n in inv.state.notes if n.text == "over stdio"]
+        assert notes and inv.state.author(notes[0].seq) == "mcp:stdio-agent"
 
 
 def test_sleuth_mcp_with_a_broken_config_says_file_and_line_and_exits_2(project):
@@ -458,7 +458,7 @@ async def test_the_ui_follows_a_note_and_a_run_written_through_mcp_by_another_pr
             assert app.screen.shown_run == done["run_id"]
         app.inv.add_note("typed in the UI")  # what the UI writes says the UI wrote it
     with current(project) as inv:
-        by = {n["text"]: inv.state.author(n["seq"]) for n in inv.state.notes}
+        by = {n.text: inv.state.author(n.seq) for n in inv.state.notes}
     assert by["typed in the UI"] == "ui" and by["written by the agent"] == "mcp:other-agent"
 
 
@@ -500,8 +500,8 @@ async def test_over_http_a_request_without_the_token_reaches_nothing(project):
                     answer(await client.call_tool("note", {"text": f"over http, {mode}"}))
         with current(project) as inv:
             for mode in ("legacy", MODERN):
-                note = [n for n in inv.state.notes if n["text"] == f"over http, {mode}"][0]
-                assert inv.state.author(note["seq"]) == f"mcp:http-{mode}"
+                note = [n for n in inv.state.notes if n.text == f"over http, {mode}"][0]
+                assert inv.state.author(note.seq) == f"mcp:http-{mode}"
             assert token not in json.dumps([e.to_dict() for e in inv.store.events()])
     assert token not in "".join(stderr)  # the token is never logged
 

@@ -203,7 +203,7 @@ def test_events_another_process_appended_meanwhile_are_folded_before_ours(inv):
         fresh = Investigation.replay(inv.path)
         assert inv.state.last_seq == fresh.state.last_seq == other.state.last_seq + 1
         assert "nccl-timeout" in inv.state.symptoms
-        assert [n["text"] for n in inv.state.notes] == [n["text"] for n in fresh.state.notes] == [
+        assert [n.text for n in inv.state.notes] == [n.text for n in fresh.state.notes] == [
             "mine first", "theirs, from another command", "mine after theirs"]
         fresh.close()
     finally:

@@ -130,12 +130,13 @@ def test_a_match_is_evidence_of_its_own_kind_in_its_state_and_stops_applying_whe
     assert watch.seen == {"acme/demo#7": "LeakError: 3 handles open at exit"}
 
     quiet = _finish(inv, _state(**{"demo_pkg": "1.4"}))  # no signature in its output: only the signature-less entry
-    assert [m["id"] for m in inv.state.known_for_run(quiet)["matches"]] == ["acme/demo#8"]
+    assert [m.id for m in inv.state.known_for_run(quiet)["matches"]] == ["acme/demo#8"]
     first = _finish(inv, _state(**{"demo_pkg": "1.4"}), seen=watch.seen)
-    matched = {m["id"]: m for m in inv.state.known_for_run(first)["matches"]}
+    matched = {m.id: m for m in inv.state.known_for_run(first)["matches"]}
     assert set(matched) == {"acme/demo#7", "acme/demo#8"}
-    assert matched["acme/demo#7"]["measured"] == "1.4" and matched["acme/demo#7"]["seen"].startswith("LeakError: 3")
-    assert matched["acme/demo#7"]["state_key"] == inv.state.runs[first].state_key
+    leak = matched["acme/demo#7"]
+    assert leak.measured == "1.4" and leak.seen is not None and leak.seen.startswith("LeakError: 3")
+    assert leak.state_key == inv.state.runs[first].state_key
     assert inv.state.status("compile-race") == "open"  # a match is not an experiment
     summary = inv.state.hypothesis_summary("compile-race")
     assert [k["id"] for k in summary["known"]] == ["acme/demo#7"] and summary["known"][0]["applies_now"]
@@ -143,9 +144,9 @@ def test_a_match_is_evidence_of_its_own_kind_in_its_state_and_stops_applying_whe
 
     upgraded = _finish(inv, _state(**{"demo-pkg": "2.0"}), seen=watch.seen)  # the same text, a fixed version
     said = inv.state.known_for_run(upgraded)
-    assert [m["id"] for m in said["matches"]] == ["acme/demo#8"]
-    assert [(m["id"], m["why"]) for m in said["left"]] == [("acme/demo#7", "demo-pkg 2.0 is outside <2.0,>=1.0")]
-    assert [k["applies_now"] for k in inv.state.known_for("compile-race")] == [False]
+    assert [m.id for m in said["matches"]] == ["acme/demo#8"]
+    assert [(m.id, m.why) for m in said["left"]] == [("acme/demo#7", "demo-pkg 2.0 is outside <2.0,>=1.0")]
+    assert [k.applies_now for k in inv.state.known_for("compile-race")] == [False]
     again = _finish(inv, _state(**{"demo-pkg": "2.0"}))
     assert inv.state.known_for_run(again)["left"] == []  # said once, at the run where it left
     unknown = _finish(inv, None)  # nothing measured: no match, no leaving, never a guess
@@ -167,7 +168,7 @@ def test_a_secret_in_the_line_that_showed_a_signature_never_reaches_the_store(tm
     inv.known = load_known([d])
     run = _finish(inv, _state(**{"demo-pkg": "1.0"}), seen={"acme/demo#7": f"LeakError: 3 handles (token {secret})"})
     [m] = inv.state.known_for_run(run)["matches"]
-    assert secret not in m["seen"] and m["seen"].startswith("LeakError: 3 handles (token ")
+    assert m.seen is not None and secret not in m.seen and m.seen.startswith("LeakError: 3 handles (token ")
     inv.close()
     rows = sqlite3.connect(tmp_path / "s.sleuth").execute("SELECT data FROM events").fetchall()
     assert not any(secret in r[0] for r in rows), rows
@@ -190,15 +191,15 @@ def test_an_entry_with_a_rule_matches_the_runs_of_its_probe_where_the_rule_holds
         start = inv.begin_run(probe, {}, "local")
         inv.finish_run(start.run, "completed", "done", [{"kind": "result", **result}, {"kind": "done"}],
                        _state(torch="2.11.0+cu128"), {"stdout": 1, "stderr": 0})
-        return [m["id"] for m in inv.state.known_for_run(start.run)["matches"]]
+        return [m.id for m in inv.state.known_for_run(start.run)["matches"]]
 
     assert run("compile-cache", {"misses": 1, "changed": ["torch", "triton"]}) == ["pytorch#101027"]
     assert run("compile-cache", {"misses": 1, "changed": ["inductor config"]}) == []
     assert run("compile-cache", {"misses": 1, "changed": []}) == []  # cold, or the entry wiped: not torch's doing
     assert run("cache-inventory", {"cold": False, "keys_match": False}) == []  # file times say it no more
     assert run("env-fingerprint", {"changed": ["torch"]}) == []
-    [m] = [m for m in inv.state.known_for("cache-invalidation")]
-    assert m["seen"] == 'compile-cache: "torch" in changed' and m["measured"] == "2.11.0+cu128"
+    [k] = inv.state.known_for("cache-invalidation")
+    assert k.match.seen == 'compile-cache: "torch" in changed' and k.match.measured == "2.11.0+cu128"
     assert inv.state.status("cache-invalidation") != "confirmed"
     inv.close()
     for body, words in (

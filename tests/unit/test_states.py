@@ -201,7 +201,7 @@ def test_an_upgrade_for_an_entry_matched_by_its_rule_is_judged_by_that_rule_on_t
     upgrade was called "fixed" on any run where no signature showed — it has none — so every
     run under an overlay "fixed" it. The rule must be asked again of the new run."""
     first = _inventory(inv, "2.13.0+cpu", True)
-    assert [m["id"] for m in inv.state.known_for_run(first)["matches"]] == ["pytorch#101027"]
+    assert [m.id for m in inv.state.known_for_run(first)["matches"]] == ["pytorch#101027"]
     # explaining no hypothesis, so the rule itself is what is asked (compile-cache also tests
     # cache-invalidation by its own rules, which then verify the upgrade per hypothesis: below)
     app = _overlay(inv, "pytorch#101027", "2.14.0", [])

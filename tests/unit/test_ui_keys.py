@@ -48,7 +48,7 @@ async def test_add_dialog_stays_open_with_the_error_beside_the_field(tmp_path: P
         await pilot.press("enter")
         await pilot.pause()
         assert app.screen is not dialog
-        assert app.inv.state.notes[-1]["text"] == "compile looked slow" and app.inv.state.notes[-1]["about"] == "version-drift"
+        assert app.inv.state.notes[-1].text == "compile looked slow" and app.inv.state.notes[-1].about == "version-drift"
         # an empty note: the error is beside the text field
         await pilot.press("a")
         await pilot.pause()
