@@ -4,11 +4,11 @@ member by member. Each is empty where no run read it."""
 
 from __future__ import annotations
 
-from ..hypotheses import Comparison, InvestigationState, RunInfo
-from ..hypotheses.cache_keys import said as cache_said
-from ..hypotheses.hang import state_word
-from ..hypotheses.results import CacheResult, HangReading, RankRow
-from .postmortem_text import cell
+from ...hypotheses import Comparison, InvestigationState, RunInfo
+from ...hypotheses.cache_keys import said as cache_said
+from ...hypotheses.hang import state_word
+from ...hypotheses.results import CacheResult, HangReading, RankRow
+from .text import cell
 
 __all__ = ["cache_section", "fleet_section", "hang_section"]
 

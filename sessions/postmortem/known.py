@@ -4,9 +4,9 @@ latest state, and the source. Evidence of its own kind: no status rests on it.""
 
 from __future__ import annotations
 
-from ..hypotheses import InvestigationState
-from ..hypotheses.stored import KnownSeen
-from .postmortem_text import cell
+from ...hypotheses import InvestigationState
+from ...hypotheses.stored import KnownSeen
+from .text import cell
 
 __all__ = ["known_section"]
 

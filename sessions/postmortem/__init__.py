@@ -5,8 +5,8 @@ time to fix), the hypothesis graph as a Mermaid flowchart, the timeline, evidenc
 hypothesis, flagged circular retests / oscillations / revisits with the time they cost,
 the environment across runs, each remedy as a diff, and links to every run's full output
 (written beside the markdown by :func:`write_postmortem`). Each section is its own function
-(postmortem_hunt.py, postmortem_timeline.py, postmortem_known.py, postmortem_readings.py,
-postmortem_environment.py); this module puts them in order and writes the file.
+(hunt.py, timeline.py, known.py, readings.py, environment.py; text.py their small helpers);
+this module puts them in order and writes the file.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..hypotheses import InvestigationState
-from .postmortem_environment import environment_section
-from .postmortem_hunt import evidence_section, flags_section, graph_section, remedies_section, summary_section
-from .postmortem_known import known_section
-from .postmortem_readings import cache_section, fleet_section, hang_section
-from .postmortem_timeline import timeline_section
+from ...hypotheses import InvestigationState
+from .environment import environment_section
+from .hunt import evidence_section, flags_section, graph_section, remedies_section, summary_section
+from .known import known_section
+from .readings import cache_section, fleet_section, hang_section
+from .timeline import timeline_section
 
 __all__ = ["postmortem_markdown", "write_postmortem"]
 

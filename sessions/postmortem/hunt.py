@@ -4,8 +4,8 @@ evidence per hypothesis, the flags with the time they cost, and each remedy as a
 
 from __future__ import annotations
 
-from ..hypotheses import InvestigationState, RemedyApplication
-from .postmortem_text import cell, duration, node_id
+from ...hypotheses import InvestigationState, RemedyApplication
+from .text import cell, duration, node_id
 
 __all__ = ["evidence_section", "flags_section", "graph_section", "remedies_section", "summary_section"]
 

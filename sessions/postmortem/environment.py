@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..hypotheses import Change, InvestigationState, RunInfo, state_changes
-from ..hypotheses.records import Observation
-from ..hypotheses.results import Fingerprint
-from .postmortem_text import cell
+from ...hypotheses import Change, InvestigationState, RunInfo, state_changes
+from ...hypotheses.records import Observation
+from ...hypotheses.results import Fingerprint
+from .text import cell
 
 __all__ = ["changes_said", "environment_section", "observed_change"]
 

@@ -3,9 +3,9 @@ match and outside change, one table row each, in the order they happened."""
 
 from __future__ import annotations
 
-from ..hypotheses import Comparison, InvestigationState
-from .postmortem_environment import observed_change
-from .postmortem_text import cell, since
+from ...hypotheses import Comparison, InvestigationState
+from .environment import observed_change
+from .text import cell, since
 
 __all__ = ["timeline_section"]
 
