@@ -5,7 +5,7 @@ python start (a ratio, measured in the same run).
     python bench/shape.py            # the package as it is in this checkout
     python bench/shape.py --no-start # without the start-up timing
 
-Package code is every .py file under app/, hypotheses/, probes/, sessions/ and the root's own
+Package code is every .py file under app/, hypotheses/, ipc/, probes/, sessions/ and the root's own
 modules; tests/, bench/, examples/ and build/ are not package code."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("app", "hypotheses", "probes", "sessions")
+FOLDERS = ("app", "hypotheses", "ipc", "probes", "sessions")
 
 
 def package_files() -> list[Path]:
