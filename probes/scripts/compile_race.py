@@ -30,15 +30,6 @@ PROBE = {
     "parts": ["_race_hook.py", "_race_trial.py"],  # run first, in this namespace: the startup hook, the trial records
 }
 
-if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
-    import os
-    import runpy
-
-    _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
-    emit = _far["emit"]
-    params = dict(PROBE["params"])
-    _far["run_parts"](__file__, PROBE["parts"], globals())  # what sleuth sends first, run in this namespace
-
 import json
 import os
 import shutil
@@ -51,6 +42,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # defined by the parts run first (PROBE["parts"]), in this namespace at the far end
     from ._race_hook import HOOK
     from ._race_trial import how_it_went, trial_record
+
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import runpy
+
+    _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
+    emit = _far["emit"]
+    params = dict(PROBE["params"])
+    _far["run_parts"](__file__, PROBE["parts"], globals())  # what sleuth sends first, run in this namespace
+
 
 P = {**PROBE["params"], **params}
 

@@ -26,15 +26,6 @@ PROBE = {
     "parts": ["_fx_sites.py", "_fx_calls.py"],  # run first, in this namespace: the sites, the compiled calls
 }
 
-if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
-    import os
-    import runpy
-
-    _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
-    emit = _far["emit"]
-    params = dict(PROBE["params"])
-    _far["run_parts"](__file__, PROBE["parts"], globals())  # what sleuth sends first, run in this namespace
-
 import functools
 import os
 import runpy
@@ -64,6 +55,15 @@ if TYPE_CHECKING:  # defined by the parts run first (PROBE["parts"]), in this na
         traced_flex,
     )
     from ._fx_sites import bump, describe, lock, plural, site_record, sites, sites_sentence, tally
+
+if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
+    import runpy
+
+    _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
+    emit = _far["emit"]
+    params = dict(PROBE["params"])
+    _far["run_parts"](__file__, PROBE["parts"], globals())  # what sleuth sends first, run in this namespace
+
 
 _flex = flex_module.flex_attention  # the real one: what every compile of flex_attention compiles
 

@@ -30,20 +30,19 @@ PROBE = {
     "parts": ["_stacks_proc.py", "_stacks_spy.py", "_stacks_spawn.py", "_stacks_hook.py", "_stacks_fr.py"],
 }
 
+import os
+import re
+import sys
+import time
+from typing import TYPE_CHECKING
+
 if "emit" not in globals():  # run standalone: emit (JSON lines on stdout) from the far end's helper part
-    import os
     import runpy
 
     _far = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "far", "common.py"))
     emit, cache_folder = _far["emit"], _far["cache_folder"]
     params = {}
     _far["run_parts"](__file__, PROBE["parts"], globals())  # what sleuth sends first, run in this namespace
-
-import os
-import re
-import sys
-import time
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # defined by the parts run first (PROBE["parts"]), in this namespace at the far end
     from ._stacks_fr import flight_recorders, say_flight_recorder_off
@@ -64,6 +63,7 @@ if TYPE_CHECKING:  # defined by the parts run first (PROBE["parts"]), in this na
     )
     from ._stacks_spawn import spawned
     from ._stacks_spy import native, ptrace_why, py_spy_path, sample
+
 
 _HERE = {}
 
