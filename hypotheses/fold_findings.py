@@ -93,7 +93,8 @@ def observed(st: FoldedIndexes, e: Event) -> None:
 
 
 def fleet_expanded(st: FoldedIndexes, e: Event) -> None:
-    st.fleets[FleetExpanded.of(e).fleet] = {**e.data, "seq": e.seq, "ts": e.ts}
+    p = FleetExpanded.of(e)
+    st.fleets[p.fleet] = p
 
 
 def fleet_compared(st: FoldedIndexes, e: Event) -> None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 from .catalog import HypothesisDef, SymptomDef
-from .payloads import FleetHang
+from .payloads import FleetExpanded, FleetHang
 from .records import Evidence, Flag, Observation, RemedyApplication, RunInfo
 from .stored import KnownAtRun, KnownSeen, Note
 
@@ -72,7 +72,7 @@ class FoldedIndexes:
         self._last_asked: dict[tuple[str, str, str], int] = {}
         self._polls: set[tuple[str, str]] = set()  # (target, shell command) declared a poll
         self.observations: list[Observation] = []  # state reads before runs that told something
-        self.fleets: dict[str, dict[str, Any]] = {}  # fleet -> its latest expansion (who the members were)
+        self.fleets: dict[str, FleetExpanded] = {}  # fleet -> its latest expansion (who the members were, how)
         self.comparisons: list[dict[str, Any]] = []  # fleet comparisons, in order (Comparison dicts + seq, ts)
         self._counts: dict[str, dict[str, int]] = {}  # hypothesis -> verdict -> n
         # target -> (last reported state, its part keys); None once a shell run made it unknown

@@ -93,8 +93,9 @@ def fleet_section(st: InvestigationState) -> list[str]:
 
 def _comparison(st: InvestigationState, c: Comparison) -> list[str]:
     members = list(c.runs) + list(c.unreachable)
-    expanded = st.fleets.get(c.fleet, {})
-    out = [f"### {c.fleet} · {c.probe}", "", f"Members ({expanded.get('how', 'as recorded')}): "
+    expanded = st.fleets.get(c.fleet)
+    how = expanded.how if expanded is not None and expanded.has("how") else "as recorded"
+    out = [f"### {c.fleet} · {c.probe}", "", f"Members ({how}): "
            + ", ".join(f"{m} (#{c.runs[m]})" if m in c.runs else f"{m} (not reached)" for m in members) + ".", "",
            f"{cell(c.headline())}.", ""]
     if c.spreads:

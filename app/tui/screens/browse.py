@@ -213,7 +213,8 @@ class BrowseScreen(Screen):
         shown = self.shown_run
         mine = [d for d in comparisons if shown in d.get("runs", {}).values()]
         d = (mine or comparisons)[-1]
-        how = self.state.fleets.get(d["fleet"], {}).get("how", "")
+        expanded = self.state.fleets.get(d["fleet"])
+        how = expanded.how if expanded is not None else ""
         self.app.push_screen(FleetMatrix(Comparison.from_dict(d), how))
 
     def action_wrap(self) -> None:

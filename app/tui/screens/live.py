@@ -248,7 +248,8 @@ class InvestigationScreen(RemedyActions):
 
         async def ask(same: dict[str, Any]) -> bool:
             """Members in the same state as at their last run of this check: run them again?"""
-            total = len(self.inv.state.fleets.get(fleet.name, {}).get("members", [])) or len(same)
+            expanded = self.inv.state.fleets.get(fleet.name)
+            total = (len(expanded.members) if expanded is not None else 0) or len(same)
             self.refresh_all()  # their state reads are in the timeline already
             return bool(await self.app.push_screen_wait(
                 RetestDialog(*fleet_retest_prompt(self.state, same, total, self.app.clock()))))
