@@ -60,19 +60,8 @@ def verified(st: FoldedIndexes, e: Event) -> None:
 
 def flag(st: FoldedIndexes, e: Event) -> None:
     p = FlagRaised.of(e)
-    st.flags.append(
-        Flag(
-            kind=p.flag,
-            seq=e.seq,
-            ts=e.ts,
-            target=p.target,
-            message=p.message,
-            run=p.run,
-            earlier=p.earlier,
-            hypothesis=p.hypothesis,
-            component=p.component,
-        )
-    )
+    st.flags.append(Flag(kind=p.flag, seq=e.seq, ts=e.ts, target=p.target, message=p.message, run=p.run,
+                         earlier=p.earlier, hypothesis=p.hypothesis, component=p.component))
 
 
 def note(st: FoldedIndexes, e: Event) -> None:
